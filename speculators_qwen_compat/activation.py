@@ -1,0 +1,205 @@
+"""Registering the fixes as post-import hooks, applying them, and taking them back.
+
+Nothing here imports upstream: each fix names the modules it targets, and wrapt calls the fix
+when such a module finishes importing (or at once, if it already has). A fix that does not fit
+the installed release, or that raises while applying, is recorded and skipped: a hook error
+would otherwise surface as an ImportError of upstream's own module.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import wrapt
+
+log = logging.getLogger("speculators_qwen_compat")
+
+#: Environment switch. Unset or "1": everything on. "0"/"off"/"false": the .pth stays idle.
+#: Any other value is a comma list of fix names to leave off (a leading "-" is accepted).
+ENV_SWITCH = "SPECULATORS_QWEN_COMPAT"
+
+APPLIED = "applied"
+NOT_NEEDED = "not-needed"
+NOT_APPLICABLE = "not-applicable"
+DISABLED = "disabled"
+FAILED = "failed"
+PENDING = "pending"  # installed, target module not imported yet
+
+
+class Fits:
+    """What a fix's shape check says about the installed release."""
+
+    def __init__(self, state: str, reason: str) -> None:
+        self.state = state
+        self.reason = reason
+
+
+def applies(reason: str) -> Fits:
+    return Fits(APPLIED, reason)
+
+
+def not_needed(reason: str) -> Fits:
+    return Fits(NOT_NEEDED, reason)
+
+
+def not_applicable(reason: str) -> Fits:
+    return Fits(NOT_APPLICABLE, reason)
+
+
+class Patcher:
+    """Records every attribute a fix replaces so that uninstall() can put it back."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
+        """Replace ``owner.name`` by a wrapt FunctionWrapper calling ``wrapper(wrapped, instance,
+        args, kwargs)``; signature and ``__wrapped__`` stay those of the original."""
+        original = getattr(owner, name)
+        self.replace(owner, name, wrapt.FunctionWrapper(original, wrapper))
+
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        self._saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+
+class Fix:
+    """One fix: the modules it targets, a shape check, and how it patches them."""
+
+    name: str = ""
+    summary: str = ""
+    #: Modules whose import applies this fix; the first is the one whose shape decides.
+    modules: tuple[str, ...] = ()
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        raise NotImplementedError
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class FixStatus:
+    name: str
+    state: str
+    reason: str
+
+
+class _Registry:
+    def __init__(self, fixes: Iterable[Fix]) -> None:
+        self.fixes = list(fixes)
+        self.lock = threading.RLock()
+        self.active = False
+        self.disabled: set[str] = set()
+        self.hooked: set[tuple[str, str]] = set()
+        self.patchers: dict[str, Patcher] = {}
+        self.states: dict[str, FixStatus] = {}
+        self.applied_to: set[tuple[str, str]] = set()
+
+    def on_import(self, fix: Fix, module_name: str, module: ModuleType) -> None:
+        with self.lock:
+            if not self.active or fix.name in self.disabled:
+                return
+            if (fix.name, module_name) in self.applied_to:
+                return
+            self.applied_to.add((fix.name, module_name))
+            primary = module_name == fix.modules[0]
+            try:
+                fits = fix.fits(module_name, module)
+            except Exception as exc:  # a shape check must never break upstream's import
+                fits = Fits(FAILED, f"shape check raised {type(exc).__name__}: {exc}")
+            if fits.state == APPLIED:
+                patcher = self.patchers.setdefault(fix.name, Patcher())
+                try:
+                    fix.apply(module_name, module, patcher)
+                except Exception as exc:
+                    fits = Fits(FAILED, f"applying raised {type(exc).__name__}: {exc}")
+                    log.warning("fix %s not applied to %s: %s", fix.name, module_name, fits.reason)
+            if primary or fix.name not in self.states or fits.state == FAILED:
+                self.states[fix.name] = FixStatus(fix.name, fits.state, fits.reason)
+
+    def install(self, disabled: Iterable[str]) -> None:
+        with self.lock:
+            self.disabled = set(disabled)
+            unknown = self.disabled - {f.name for f in self.fixes}
+            if unknown:
+                log.warning("unknown fix names switched off: %s", ", ".join(sorted(unknown)))
+            if self.active:
+                return
+            self.active = True
+            for fix in self.fixes:
+                if fix.name in self.disabled:
+                    self.states[fix.name] = FixStatus(
+                        fix.name, DISABLED, f"switched off by {ENV_SWITCH}"
+                    )
+                    continue
+                self.states.setdefault(
+                    fix.name,
+                    FixStatus(fix.name, PENDING, f"waits for {fix.modules[0]} to be imported"),
+                )
+                for module_name in fix.modules:
+                    if (fix.name, module_name) in self.hooked:
+                        continue
+                    self.hooked.add((fix.name, module_name))
+                    wrapt.register_post_import_hook(_hook_for(self, fix, module_name), module_name)
+            # Hooks registered during an earlier install() do not fire again for modules that
+            # are already imported: apply those directly.
+            import sys
+
+            for fix in self.fixes:
+                for module_name in fix.modules:
+                    module = sys.modules.get(module_name)
+                    if module is not None:
+                        self.on_import(fix, module_name, module)
+
+    def uninstall(self) -> None:
+        with self.lock:
+            for patcher in self.patchers.values():
+                patcher.restore()
+            self.patchers.clear()
+            self.applied_to.clear()
+            self.states.clear()
+            self.active = False
+
+
+def _hook_for(registry: _Registry, fix: Fix, module_name: str) -> Callable[[ModuleType], None]:
+    def hook(module: ModuleType) -> None:
+        try:
+            registry.on_import(fix, module_name, module)
+        except Exception:  # never let a hook fail upstream's import
+            log.exception("speculators_qwen_compat hook for %s failed", fix.name)
+
+    return hook
+
+
+def switched_off_by_env(environ: dict[str, str] | None = None) -> tuple[bool, set[str]]:
+    """Read ENV_SWITCH: (whole package off for the .pth, names of fixes switched off)."""
+    value = (environ if environ is not None else os.environ).get(ENV_SWITCH, "").strip()
+    if value.lower() in ("0", "off", "false", "no"):
+        return True, set()
+    if value.lower() in ("", "1", "on", "true", "yes"):
+        return False, set()
+    return False, {part.strip().lstrip("-") for part in value.split(",") if part.strip()}
+
+
+_registry: _Registry | None = None
+
+
+def registry() -> _Registry:
+    global _registry
+    if _registry is None:
+        from speculators_qwen_compat.fixes import ALL_FIXES
+
+        _registry = _Registry(fix_class() for fix_class in ALL_FIXES)
+    return _registry

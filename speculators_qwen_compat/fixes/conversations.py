@@ -1,0 +1,167 @@
+"""Fix: conversations in either format reach the template, normalised; unreadable rows are counted.
+
+Targets in ``preprocessing``:
+- ``load_raw_dataset(path, ...)``: every release reads local JSON through Arrow's schema
+  inference and only a ``conversations`` column (fact sheet §4: A:193 ... G:507), so OpenAI
+  ``messages`` data ends as an empty dataset (IndexError in <= 0.6, "No samples remain" in 0.7+)
+  and files mixing formats fail to load. Local ``.json``/``.jsonl`` files and folders are read
+  here instead (data_files.py), one JSON text per row; other specs go to upstream.
+- ``_preprocess_batch(examples, ...)``: each row is parsed, its conversation taken from
+  ``--conversations-key``, ``conversations`` or ``messages``, and normalised (normalize.py);
+  a row that cannot be read is dropped from the batch and counted with its reason.
+- ``_normalize_conversation``: upstream's drops tool turns and tool calls (<= 0.5), keeps only
+  ``thinking`` (<= 0.5), maps unknown roles to assistant (0.8+) and crashes the map on a turn
+  that is not a mapping (all). Replaced by the idempotent normaliser.
+Shape needed: those three functions; ``load_raw_dataset`` either takes ``num_proc`` and returns
+a dataset (<= 0.5) or takes only the path and returns ``(dataset, normalize_fn)`` (0.6+).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat import ledger
+from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.data_files import (
+    LINE_COLUMN,
+    SOURCE_COLUMN,
+    local_json_files,
+    read_rows,
+)
+from speculators_qwen_compat.errors import CompatError
+from speculators_qwen_compat.fixes._upstream import (
+    PREPROCESSING,
+    argument,
+    batch_length,
+    is_pretokenized,
+    parameters,
+)
+from speculators_qwen_compat.normalize import (
+    CONVERSATION_KEYS,
+    BadConversation,
+    normalize_conversation,
+    pick_conversation,
+)
+
+#: Set by ``--conversations-key``; read in the map workers, which inherit the environment.
+CONVERSATIONS_KEY_ENV = "SPECULATORS_QWEN_COMPAT_CONVERSATIONS_KEY"
+
+
+class ConversationsFix(Fix):
+    name = "conversations"
+    summary = "read ShareGPT and OpenAI rows (and mixes), normalise roles, parts, reasoning, tools"
+    modules = (PREPROCESSING,)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        for target in ("load_raw_dataset", "_preprocess_batch", "_normalize_conversation"):
+            if not callable(getattr(module, target, None)):
+                return not_applicable(f"preprocessing has no {target}")
+        loader = parameters(module.load_raw_dataset)
+        if not loader or (len(loader) > 1 and "num_proc" not in loader):
+            return not_applicable(f"load_raw_dataset{tuple(loader)} is not a known shape")
+        if parameters(module._preprocess_batch)[:1] != ["examples"]:
+            return not_applicable("_preprocess_batch does not take examples first")
+        return applies("load_raw_dataset, _preprocess_batch and _normalize_conversation wrapped")
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        returns_pair = "num_proc" not in parameters(module.load_raw_dataset)
+
+        def load_raw_dataset(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            spec = str(argument("train_data_path", 0, args, kwargs))
+            files = local_json_files(spec)
+            if files is None:
+                result = wrapped(*args, **kwargs)
+                _require_conversations(spec, result[0] if returns_pair else result)
+                return result
+            rows = read_rows(files, os.environ.get(CONVERSATIONS_KEY_ENV) or None)
+            if rows.pretokenized:
+                return wrapped(*args, **kwargs)
+            from datasets import Dataset
+
+            dataset = Dataset.from_dict({LINE_COLUMN: rows.lines, SOURCE_COLUMN: rows.sources})
+            return (dataset, None) if returns_pair else dataset
+
+        def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            examples = args[0] if args else kwargs.pop("examples")
+            rest = args[1:]
+            if is_pretokenized(examples):
+                return wrapped(examples, *rest, **kwargs)
+            with ledger.batch(batch_length(examples)):
+                return wrapped(read_batch(examples), *rest, **kwargs)
+
+        def normalize(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            conv = argument("conv", 0, args, kwargs)
+            try:
+                return normalize_conversation(conv, bool(argument("turn_dropout", 1, args, kwargs)))
+            except BadConversation:
+                return []  # read_batch already counted it; upstream skips an empty result
+
+        patcher.wrap(module, "load_raw_dataset", load_raw_dataset)
+        patcher.wrap(module, "_preprocess_batch", preprocess_batch)
+        patcher.wrap(module, "_normalize_conversation", normalize)
+
+
+def read_batch(examples: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Parse and normalise every row of a batch; unreadable rows are counted and left out.
+
+    Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
+    and the ``file:line`` source of each row kept (for the row guard's report).
+    """
+    key = os.environ.get(CONVERSATIONS_KEY_ENV) or None
+    lines = examples.get(LINE_COLUMN)
+    sources = examples.get(SOURCE_COLUMN)
+    columns = [k for k in ((key,) if key else CONVERSATION_KEYS) if k in examples]
+    if lines is None and not columns:
+        raise CompatError(
+            f"no conversation column (columns found: {', '.join(examples)}); expected "
+            "'conversations' (ShareGPT) or 'messages' (OpenAI), or name it with "
+            "--conversations-key"
+        )
+    out: dict[str, list[Any]] = {"conversations": [], "tools": [], SOURCE_COLUMN: []}
+    for i in range(batch_length(examples)):
+        where = sources[i] if sources else f"row {i} of its batch"
+        try:
+            if lines is not None:
+                row = _json_row(lines[i])
+            else:
+                row = {name: examples[name][i] for name in columns}
+                if "tools" in examples:
+                    row["tools"] = examples["tools"][i]
+            conversation = normalize_conversation(pick_conversation(row, key))
+        except BadConversation as exc:
+            ledger.skip(str(exc), where)
+            continue
+        out["conversations"].append(conversation)
+        out["tools"].append(row.get("tools"))
+        out[SOURCE_COLUMN].append(where)
+    if not any(out["tools"]):
+        del out["tools"]
+    return out
+
+
+def _json_row(line: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        raise BadConversation("malformed JSON line") from None
+    if not isinstance(row, dict):
+        raise BadConversation("row is not a JSON object")
+    return row
+
+
+def _require_conversations(spec: str, dataset: Any) -> None:
+    columns = list(getattr(dataset, "column_names", None) or [])
+    key = os.environ.get(CONVERSATIONS_KEY_ENV) or None
+    wanted = (key,) if key else CONVERSATION_KEYS
+    if (
+        columns
+        and not any(c in columns for c in wanted)
+        and not is_pretokenized(dict.fromkeys(columns))
+    ):
+        raise CompatError(
+            f"--data {spec}: no conversation column (columns found: {', '.join(columns)}); "
+            "expected 'conversations' or 'messages', or name it with --conversations-key"
+        )

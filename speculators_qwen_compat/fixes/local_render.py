@@ -1,0 +1,81 @@
+"""Fix: ``--render-endpoint local`` renders in-process instead of needing a vLLM server.
+
+Releases: 0.8+ derive loss masks only from vLLM's ``/v1/chat/completions/render`` (fact sheet
+§5): without a server serving the target, prepare_data cannot run at all.
+Targets in ``preprocessing``:
+- ``render_conversation(endpoint, messages, *, add_generation_prompt, tools=None, ...)``, bound
+  from ``render_client`` (F:19, G:18): an endpoint starting with ``local`` renders through
+  local_renderer.py, token-identical to the server for a text model; a URL goes to upstream.
+- ``build_speculator_training_dataset(dataset, processor, ..., render_endpoint=...)``: with
+  ``render_endpoint="local"`` it hands the processor it was given to the local renderer and
+  passes ``local:<model path>`` on, so spawned map workers can load the same tokenizer.
+Shape needed: both functions, the latter with a ``render_endpoint`` keyword.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat import local_renderer
+from speculators_qwen_compat.activation import (
+    Fits,
+    Fix,
+    Patcher,
+    applies,
+    not_applicable,
+    not_needed,
+)
+from speculators_qwen_compat.fixes._upstream import PREPROCESSING, argument, parameters
+
+LOCAL = "local"
+
+
+def is_local(endpoint: Any) -> bool:
+    return isinstance(endpoint, str) and (endpoint == LOCAL or endpoint.startswith(LOCAL + ":"))
+
+
+class LocalRenderFix(Fix):
+    name = "local_render"
+    summary = "--render-endpoint local: render with the target's tokenizer, no vLLM server"
+    modules = (PREPROCESSING,)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        if not hasattr(module, "render_conversation"):
+            return not_needed("this release renders with the local tokenizer already")
+        build = getattr(module, "build_speculator_training_dataset", None)
+        if build is None or "render_endpoint" not in parameters(build):
+            return not_applicable("no build_speculator_training_dataset(render_endpoint=...)")
+        render = parameters(module.render_conversation)
+        if render[:2] != ["endpoint", "messages"] or "add_generation_prompt" not in render:
+            return not_applicable("render_conversation is not a known shape")
+        return applies("render_conversation renders locally for --render-endpoint local")
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            if kwargs.get("render_endpoint") == LOCAL:
+                processor = argument("processor", 1, args, kwargs)
+                tokenizer = getattr(processor, "tokenizer", processor)
+                path = str(getattr(tokenizer, "name_or_path", "") or "")
+                local_renderer.remember(path, processor)
+                kwargs = {**kwargs, "render_endpoint": f"{LOCAL}:{path}"}
+            return wrapped(*args, **kwargs)
+
+        def render(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            endpoint = argument("endpoint", 0, args, kwargs)
+            if not is_local(endpoint):
+                return wrapped(*args, **kwargs)
+            messages = argument("messages", 1, args, kwargs)
+            path = endpoint.partition(":")[2]
+            return local_renderer.render_ids(
+                local_renderer.processor_for(path),
+                messages,
+                add_generation_prompt=kwargs["add_generation_prompt"],
+                tools=kwargs.get("tools"),
+                chat_template_kwargs=kwargs.get("chat_template_kwargs"),
+                truncate_prompt_tokens=kwargs.get("truncate_prompt_tokens"),
+                truncation_side=kwargs.get("truncation_side"),
+            )
+
+        patcher.wrap(module, "build_speculator_training_dataset", build)
+        patcher.wrap(module, "render_conversation", render)

@@ -1,0 +1,77 @@
+"""Fix: the assistant-mask probe that kills prepare_data before it reads a row.
+
+Target: ``preprocessing._supports_assistant_mask(tokenizer_or_processor) -> bool``.
+Releases: 0.4.x and 0.5.0 probe with an assistant-only conversation (fact sheet §2, C:115-131);
+a strict template raises ``jinja2.TemplateError("No user query found in messages.")``, which the
+probe does not catch (only TypeError/ValueError/KeyError/AttributeError), so the whole run dies.
+0.6/0.7 probe with a user turn first but still let TemplateError escape. Absent in 0.3 and 0.8+.
+Shape needed: the probe takes one argument and ``_detect_assistant_pattern`` (the fallback) exists.
+The fix probes with ``[user, assistant]``; any error means "no HF assistant mask", logged once,
+and upstream's regex fallback runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.activation import not_needed as _not_needed
+from speculators_qwen_compat.errors import reason_of
+from speculators_qwen_compat.fixes._upstream import PREPROCESSING, parameters
+
+log = logging.getLogger("speculators_qwen_compat")
+
+PROBE_CONVERSATION = [
+    {"role": "user", "content": "test"},
+    {"role": "assistant", "content": "test"},
+]
+
+
+class MaskProbeFix(Fix):
+    name = "mask_probe"
+    summary = "probe for HF assistant masks with a well-formed conversation; never raise"
+    modules = (PREPROCESSING,)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        probe = getattr(module, "_supports_assistant_mask", None)
+        if probe is None:
+            return _not_needed("this release has no assistant-mask probe")
+        if len(parameters(probe)) != 1:
+            return not_applicable("_supports_assistant_mask does not take one argument")
+        if not hasattr(module, "_detect_assistant_pattern"):
+            return not_applicable("no _detect_assistant_pattern fallback to hand over to")
+        return applies("_supports_assistant_mask is replaced by a probe that never raises")
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        def safe_probe(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> bool:
+            return supports_assistant_mask(module, args[0] if args else next(iter(kwargs.values())))
+
+        patcher.wrap(module, "_supports_assistant_mask", safe_probe)
+
+
+def supports_assistant_mask(module: ModuleType, processor: Any) -> bool:
+    """True when the template's ``{% generation %}`` tags give a non-zero assistant mask."""
+    conversation: Any = PROBE_CONVERSATION
+    try:
+        adapt = getattr(module, "_adapt_conv_for_hf", None)
+        if adapt is not None:  # 0.6/0.7: a multimodal processor wants content parts
+            conversation = adapt(PROBE_CONVERSATION, processor)
+        encoded = processor.apply_chat_template(
+            conversation,
+            tokenize=True,
+            return_assistant_tokens_mask=True,
+            return_dict=True,
+        )
+        mask = encoded.get("assistant_masks", encoded.get("assistant_mask"))
+    except Exception as exc:
+        log.info("no HF assistant mask (%s); using speculators' pattern fallback", reason_of(exc))
+        return False
+    if mask is None:
+        return False
+    if hasattr(mask, "tolist"):
+        mask = mask.tolist()
+    if mask and isinstance(mask[0], list):  # a processor returns one mask per batch entry
+        mask = [m for row in mask for m in row]
+    return any(m == 1 for m in mask)

@@ -1,0 +1,170 @@
+"""Fix: one conversation the template rejects is skipped and counted, never the end of the run.
+
+Releases and targets (fact sheet §3):
+- 0.4.x-0.6.x catch only TypeError/ValueError/KeyError/AttributeError/RuntimeError per row
+  (C:352, D:519): a ``jinja2.TemplateError`` ("System message must be at the beginning.", "No
+  user query found in messages.") escapes the ``datasets.map`` worker and kills the whole step.
+  0.7 catches everything but only logs it. Target: ``_preprocess_batch(examples, processor, ...)``,
+  called here one row at a time inside a try; a row that yields nothing is re-rendered (only
+  then) to name the template's reason.
+- 0.8+ catch per conversation inside ``_render_conversation_rows`` and return ``[]`` (F:368,
+  G:373), so failures are silent in the counts. Targets: ``_render_conversation_rows`` (guarded
+  and counted) and ``_render_boundary_rows`` (its exception is remembered as the reason).
+In every release a row with no supervised token left (no assistant turn, or none inside
+``--seq-length``) is dropped and counted too: <= 0.6 keeps such all-zero rows.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat import ledger
+from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.data_files import SOURCE_COLUMN
+from speculators_qwen_compat.errors import reason_of
+from speculators_qwen_compat.fixes._upstream import (
+    PREPROCESSING,
+    argument,
+    batch_length,
+    is_pretokenized,
+    parameters,
+)
+
+NOTHING_TO_SUPERVISE = (
+    "nothing to supervise (no assistant turn after a user turn, or none inside --seq-length)"
+)
+
+
+class RowGuardFix(Fix):
+    name = "row_guard"
+    summary = "skip and count a conversation the template or the normaliser rejects"
+    modules = (PREPROCESSING,)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        if not callable(getattr(module, "_preprocess_batch", None)):
+            return not_applicable("preprocessing has no _preprocess_batch")
+        if parameters(module._preprocess_batch)[:1] != ["examples"]:
+            return not_applicable("_preprocess_batch does not take examples first")
+        if hasattr(module, "_render_conversation_rows"):
+            rows = parameters(module._render_conversation_rows)
+            if rows[:1] != ["conv"] or "max_length" not in rows:
+                return not_applicable("_render_conversation_rows is not a known shape")
+            if not callable(getattr(module, "_render_boundary_rows", None)):
+                return not_applicable("preprocessing has no _render_boundary_rows")
+            return applies("_render_conversation_rows guarded per conversation")
+        return applies("_preprocess_batch guarded per row")
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        if hasattr(module, "_render_conversation_rows"):
+            _guard_render_rows(module, patcher)
+        else:
+            _guard_rows(module, patcher)
+
+
+def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
+    """<= 0.7: call upstream's batch function once per row."""
+
+    def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        examples = args[0] if args else kwargs.pop("examples")
+        rest = args[1:]
+        if is_pretokenized(examples) or not examples.get("conversations"):
+            return wrapped(examples, *rest, **kwargs)
+        processor = argument("processor", 0, rest, kwargs) or argument("tokenizer", 0, rest, kwargs)
+        merged: dict[str, list[Any]] = {}
+        n = batch_length(examples)
+        with ledger.batch(n):
+            for i in range(n):
+                one = {k: v[i : i + 1] for k, v in examples.items()}
+                where = _where(examples, i)
+                try:
+                    out = wrapped(one, *rest, **kwargs)
+                except Exception as exc:
+                    ledger.skip(reason_of(exc), where)
+                    continue
+                kept = [j for j, mask in enumerate(out.get("loss_mask", [])) if _supervised(mask)]
+                if not kept:
+                    ledger.skip(_diagnose(module, one, processor), where)
+                for column, values in out.items():
+                    merged.setdefault(column, []).extend(values[j] for j in kept)
+        if not merged:  # every row skipped: the columns upstream would have given
+            merged = {"input_ids": [], "loss_mask": [], "seq_len": []}
+            if _is_multimodal(processor):
+                merged["messages"] = []
+        return merged
+
+    patcher.wrap(module, "_preprocess_batch", preprocess_batch)
+
+
+def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
+    """0.8+: guard each conversation; remember why a render failed, for the count."""
+    state: dict[str, Any] = {"error": None, "sources": None}
+
+    def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        examples = args[0] if args else kwargs["examples"]
+        state["sources"] = examples.get(SOURCE_COLUMN)
+        with ledger.batch(batch_length(examples)):
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                state["sources"] = None
+
+    def render_boundary_rows(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        try:
+            return wrapped(*args, **kwargs)
+        except Exception as exc:
+            state["error"] = exc
+            raise
+
+    def render_conversation_rows(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        idx = argument("idx", 2, args, kwargs)
+        max_length = argument("max_length", 4, args, kwargs)
+        sources = state["sources"]
+        where = sources[idx] if sources and isinstance(idx, int) else f"row {idx} of its batch"
+        state["error"] = None
+        try:
+            rows = wrapped(*args, **kwargs)
+        except Exception as exc:
+            ledger.skip(reason_of(exc), where)
+            return None  # upstream's "unusable conversation"
+        if rows is None:
+            ledger.skip("conversation is empty or not a list", where)
+        elif state["error"] is not None:
+            ledger.skip(reason_of(state["error"]), where)
+        elif not any(_supervised(row["loss_mask"][:max_length]) for row in rows):
+            ledger.skip(NOTHING_TO_SUPERVISE, where)
+        return rows
+
+    patcher.wrap(module, "_preprocess_batch", preprocess_batch)
+    patcher.wrap(module, "_render_boundary_rows", render_boundary_rows)
+    patcher.wrap(module, "_render_conversation_rows", render_conversation_rows)
+
+
+def _where(examples: dict[str, list[Any]], i: int) -> str:
+    sources = examples.get(SOURCE_COLUMN)
+    return sources[i] if sources else f"row {i} of its batch"
+
+
+def _supervised(mask: Any) -> bool:
+    total = mask.sum() if hasattr(mask, "sum") else sum(mask)
+    return bool(total > 0)
+
+
+def _diagnose(module: ModuleType, one: dict[str, list[Any]], processor: Any) -> str:
+    """Why a row gave nothing: render it again (only on this failure path) to get the
+    template's own message, else there was nothing to supervise."""
+    try:
+        conversation = module._normalize_conversation(one["conversations"][0])
+        tools = (one.get("tools") or [None])[0]
+        processor.apply_chat_template(conversation, tools=tools or None, tokenize=False)
+    except Exception as exc:
+        return reason_of(exc)
+    return NOTHING_TO_SUPERVISE
+
+
+def _is_multimodal(processor: Any) -> bool:
+    try:
+        from transformers import ProcessorMixin
+    except ImportError:
+        return False
+    return isinstance(processor, ProcessorMixin)

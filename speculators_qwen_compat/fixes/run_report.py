@@ -1,0 +1,109 @@
+"""Fix: a run ends with what it read and skipped, and never with a silently empty dataset.
+
+Targets:
+- ``preprocessing.load_and_preprocess_dataset`` (every release; also the name bound by
+  ``from ... import`` in ``speculators.cli.prepare_data``, 0.8+, which looks it up at call
+  time): opens a skip ledger (ledger.py) for the run, exports it to the map workers, adds it up
+  at the end and logs ``skipped N of M conversations: K x "<reason>", ...``. When no row
+  survives it raises CompatError with the top reasons (0.7+ raise "No samples remain" without
+  them) unless ``allow_empty_output`` is set.
+- ``preprocessing._visualize_sample``: <= 0.6 write an empty token_freq.pt and then die on
+  ``IndexError`` at ``preprocessed[0]`` (A:402, B:500, C:536, D:762); an empty dataset becomes the
+  same CompatError instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.errors import CompatError
+from speculators_qwen_compat.fixes._upstream import CLI_PREPARE_DATA, PREPROCESSING
+from speculators_qwen_compat.ledger import Ledger, Tally
+
+log = logging.getLogger("speculators_qwen_compat")
+
+
+@dataclass
+class RunOutcome:
+    """What the last run in this process read, skipped and kept."""
+
+    tally: Tally
+    rows_out: int
+
+
+#: Set when a run ends; the prepare_data entry point writes it to compat_report.json.
+last_run: RunOutcome | None = None
+#: When False the run does not log its summary line (the entry point prints it last instead).
+announce = True
+
+_current: Ledger | None = None
+
+
+class RunReportFix(Fix):
+    name = "run_report"
+    summary = "count what a run reads and skips; fail with reasons instead of an empty dataset"
+    modules = (PREPROCESSING, CLI_PREPARE_DATA)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        if not callable(getattr(module, "load_and_preprocess_dataset", None)):
+            return not_applicable(f"{module_name} has no load_and_preprocess_dataset")
+        return applies("load_and_preprocess_dataset reports skips and refuses empty output")
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        if module_name == CLI_PREPARE_DATA:
+            import sys
+
+            preprocessing = sys.modules.get(PREPROCESSING)
+            if (
+                getattr(preprocessing, "load_and_preprocess_dataset", None)
+                is module.load_and_preprocess_dataset
+            ):
+                return  # bound after the preprocessing hook ran: already the wrapped one
+        patcher.wrap(module, "load_and_preprocess_dataset", _run)
+        if module_name == PREPROCESSING and callable(getattr(module, "_visualize_sample", None)):
+            patcher.wrap(module, "_visualize_sample", _visualize_sample)
+
+
+def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    global _current, last_run
+    if _current is not None:  # nested call: the outer run counts
+        return wrapped(*args, **kwargs)
+    _current = Ledger()
+    rows_out = 0
+    try:
+        try:
+            result = wrapped(*args, **kwargs)
+        except ValueError as exc:
+            if "No samples remain" in str(exc):
+                raise CompatError(_empty_message(_current.tally())) from exc
+            raise
+        dataset = result[0] if isinstance(result, tuple) else result
+        rows_out = len(dataset)
+        if rows_out == 0 and not kwargs.get("allow_empty_output"):
+            raise CompatError(_empty_message(_current.tally()))
+        return result
+    finally:
+        tally = _current.close()
+        _current = None
+        last_run = RunOutcome(tally, rows_out)
+        if announce:
+            (log.warning if tally.skipped else log.info)("%s", tally.summary())
+
+
+def _visualize_sample(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    dataset = args[0] if args else kwargs.get("preprocessed")
+    if dataset is not None and len(dataset) == 0:
+        raise CompatError(_empty_message(_current.tally() if _current else Tally()))
+    return wrapped(*args, **kwargs)
+
+
+def _empty_message(tally: Tally) -> str:
+    detail = f" ({tally.summary()})" if tally.conversations_in else ""
+    return (
+        f"no conversation survived preprocessing{detail}; fix the data or the template, "
+        "or pass --allow-empty-output where the release has it if an empty dataset is intended"
+    )

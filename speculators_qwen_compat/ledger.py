@@ -1,0 +1,132 @@
+"""The skip ledger: which conversations were read, which were skipped and why, across processes.
+
+``datasets.map`` runs the fixes in worker processes, so counts cannot live in one process's
+memory. Each process keeps counters for the batch it is in and, when the outermost batch ends,
+appends one JSON line to ``<ledger dir>/<pid>.jsonl``. The run (see fixes/run_report.py) makes
+the directory, exports it in ``SPECULATORS_QWEN_COMPAT_LEDGER`` before the map starts (forked and
+spawned workers inherit it) and adds the lines up at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("speculators_qwen_compat")
+
+LEDGER_ENV = "SPECULATORS_QWEN_COMPAT_LEDGER"
+EXAMPLES_PER_REASON = 5
+
+
+@dataclass
+class _Pending:
+    seen: int = 0
+    skips: list[tuple[str, str]] = field(default_factory=list)
+    depth: int = 0
+
+
+_pending = _Pending()
+_warned_reasons: set[str] = set()
+
+
+@contextmanager
+def batch(rows: int) -> Iterator[None]:
+    """Count ``rows`` as read; the outermost batch writes what was counted when it ends."""
+    _pending.depth += 1
+    if _pending.depth == 1:
+        _pending.seen += rows
+    try:
+        yield
+    finally:
+        _pending.depth -= 1
+        if _pending.depth == 0:
+            flush()
+
+
+def skip(reason: str, where: str = "") -> None:
+    """Record one skipped conversation. Outside a run the reason is logged once instead."""
+    _pending.skips.append((reason, where))
+    if _pending.depth == 0:
+        flush()
+
+
+def flush() -> None:
+    if not _pending.seen and not _pending.skips:
+        return
+    directory = os.environ.get(LEDGER_ENV)
+    if directory and os.path.isdir(directory):
+        line = json.dumps({"seen": _pending.seen, "skips": _pending.skips}, ensure_ascii=False)
+        with open(os.path.join(directory, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    else:
+        for reason, where in _pending.skips:
+            if reason not in _warned_reasons:
+                _warned_reasons.add(reason)
+                log.warning("skipped a conversation (%s): %s", where or "row", reason)
+    _pending.seen = 0
+    _pending.skips = []
+
+
+@dataclass
+class Tally:
+    """What a run read and skipped, added up over every process."""
+
+    conversations_in: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def skipped_total(self) -> int:
+        return sum(self.skipped.values())
+
+    def add(self, seen: int, skips: list[tuple[str, str]]) -> None:
+        self.conversations_in += seen
+        for reason, where in skips:
+            self.skipped[reason] += 1
+            examples = self.examples.setdefault(reason, [])
+            if len(examples) < EXAMPLES_PER_REASON and where:
+                examples.append(where)
+
+    def top_reasons(self, limit: int = 5) -> str:
+        return ", ".join(f'{n} x "{reason}"' for reason, n in self.skipped.most_common(limit))
+
+    def summary(self) -> str:
+        line = f"skipped {self.skipped_total} of {self.conversations_in} conversations"
+        return f"{line}: {self.top_reasons(len(self.skipped))}" if self.skipped else line
+
+
+class Ledger:
+    """A ledger directory for one run; ``close()`` adds it up and removes it."""
+
+    def __init__(self) -> None:
+        flush()  # counts from before the run do not belong to it
+        self.directory = tempfile.mkdtemp(prefix="sqc-ledger-")
+        self._previous = os.environ.get(LEDGER_ENV)
+        os.environ[LEDGER_ENV] = self.directory
+
+    def tally(self) -> Tally:
+        flush()
+        tally = Tally()
+        for path in sorted(Path(self.directory).glob("*.jsonl")):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    record = json.loads(line)
+                    tally.add(record["seen"], [tuple(s) for s in record["skips"]])
+        return tally
+
+    def close(self) -> Tally:
+        tally = self.tally()
+        if self._previous is None:
+            os.environ.pop(LEDGER_ENV, None)
+        else:
+            os.environ[LEDGER_ENV] = self._previous
+        shutil.rmtree(self.directory, ignore_errors=True)
+        return tally

@@ -1,0 +1,148 @@
+"""The prepare_data command of releases that ship none in their wheel (<= 0.7).
+
+Up to 0.7 the command is ``scripts/prepare_data.py`` in the git repository only (fact sheet §6),
+so ``pip install speculators`` users have nothing to run. This rebuilds its argparse interface
+from the installed ``load_and_preprocess_dataset``: a flag exists exactly when the release's
+function takes the matching parameter, with the script's names and defaults, so a command line
+from upstream's docs works unchanged. ``--overwrite`` deletes only prepare_data's own artifacts
+and refuses a folder holding anything else (0.6 deleted the whole folder; 0.5 deleted nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NoReturn
+
+log = logging.getLogger("speculators_qwen_compat")
+
+#: (parameter of load_and_preprocess_dataset, flag, argparse options), in the script's order.
+FLAGS: list[tuple[str, str, dict[str, Any]]] = [
+    ("target_model_path", "--model", {"required": True, "help": "target model id or path"}),
+    (
+        "train_data_paths",
+        "--data",
+        {"required": True, "action": "append", "help": "training data file or folder (repeatable)"},
+    ),
+    (
+        "seq_length",
+        "--seq-length",
+        {"type": int, "default": 8192, "help": "maximum sequence length (default 8192)"},
+    ),
+    (
+        "max_samples",
+        "--max-samples",
+        {"type": int, "default": None, "help": "keep at most this many samples"},
+    ),
+    (
+        "token_freq_path",
+        "--token-freq-path",
+        {"default": None, "help": "default: <output>/token_freq.pt"},
+    ),
+    (
+        "assistant_pattern",
+        "--assistant-pattern",
+        {"default": None, "help": "regex for assistant spans"},
+    ),
+    (
+        "turn_dropout",
+        "--turn-dropout",
+        {"action": "store_true", "help": "keep a random first N turns per conversation"},
+    ),
+    ("seed", "--seed", {"type": int, "default": 0, "help": "shuffle seed (default 0)"}),
+    (
+        "build_dataset_num_proc",
+        "--num-preprocessing-workers",
+        {"type": int, "default": 8, "help": "datasets.map worker processes (default 8)"},
+    ),
+    (
+        "minimum_valid_tokens",
+        "--minimum-valid-tokens",
+        {"type": int, "default": None, "help": "drop rows with fewer supervised tokens"},
+    ),
+    (
+        "allow_empty_output",
+        "--allow-empty-output",
+        {"action": "store_true", "help": "allow writing an empty dataset"},
+    ),
+    (
+        "trust_remote_code",
+        "--trust-remote-code",
+        {"action": "store_true", "help": "allow code from the model repository"},
+    ),
+]
+
+ARTIFACTS = {"dataset_info.json", "state.json", "token_freq.pt", "compat_report.json"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"speculators_qwen_compat: error: {message} (see --help)\n")
+
+
+def build_parser(preprocessing: ModuleType, prog: str) -> argparse.ArgumentParser:
+    accepted = inspect.signature(preprocessing.load_and_preprocess_dataset).parameters
+    parser = _Parser(
+        prog=prog,
+        description="speculators prepare_data (the release's script "
+        "flags), with speculators_qwen_compat's fixes on",
+    )
+    for parameter, flag, options in FLAGS:
+        if parameter in accepted:
+            parser.add_argument(flag, dest=parameter, **options)
+    parser.add_argument("--output", default="./output", help="output folder (default ./output)")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace prepare_data artifacts already in --output",
+    )
+    return parser
+
+
+def run(preprocessing: ModuleType, args: list[str], prog: str) -> tuple[int, Path | None]:
+    """Run the release's pipeline; returns (exit code, output folder or None when skipped)."""
+    options = vars(build_parser(preprocessing, prog).parse_args(args))
+    output = Path(options.pop("output"))
+    overwrite = options.pop("overwrite")
+    if options.get("token_freq_path") is None and "token_freq_path" in options:
+        options["token_freq_path"] = str(output / "token_freq.pt")
+    if output.exists():
+        if not overwrite and any(output.glob("*.arrow")):
+            log.warning(
+                "Dataset files already exist in %s, skipping preprocessing. "
+                "To overwrite existing files use --overwrite.",
+                output,
+            )
+            return 0, None
+        if overwrite:
+            remove_artifacts(output, Path(options.get("token_freq_path") or output / "x"))
+    output.mkdir(parents=True, exist_ok=True)
+    dataset, _ = preprocessing.load_and_preprocess_dataset(**options)
+    log.info("Writing dataset to %s", output)
+    dataset.save_to_disk(str(output))
+    return 0, output
+
+
+def remove_artifacts(output: Path, token_freq_path: Path) -> None:
+    """Delete prepare_data's own files in ``output``; refuse if anything else is there."""
+    from speculators_qwen_compat.errors import CompatError
+
+    resolved_freq = token_freq_path.resolve()
+    artifacts, others = [], []
+    for path in output.iterdir():
+        is_artifact = path.is_file() and (
+            path.suffix == ".arrow" or path.name in ARTIFACTS or path.resolve() == resolved_freq
+        )
+        (artifacts if is_artifact else others).append(path)
+    if others:
+        names = ", ".join(sorted(p.name for p in others))
+        raise CompatError(
+            f"--overwrite would delete files that are not prepare_data output in {output} "
+            f"({names}); move them away or choose another --output"
+        )
+    for path in artifacts:
+        path.unlink()
+    log.warning("Removed %d prepare_data artifacts from %s", len(artifacts), output)

@@ -36,6 +36,11 @@ speculators_qwen_compat options (besides the release's own, above):
   --debug                   show the traceback of a fatal error
                             (also SPECULATORS_QWEN_COMPAT_DEBUG=1)
 """
+RENDER_HELP = """\
+  --render-endpoint local   render in this process with the target's tokenizer, token-identical
+                            to vLLM's /render for a text model; the default when the flag is
+                            omitted (a URL still sends every render to that vLLM server)
+"""
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -94,14 +99,13 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
 
 
 def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, Path | None]:
-    import typer
     from speculators.cli import app
 
     if wants_help:
-        typer.main.get_command(app).main(
-            args=["prepare-data", "--help"], prog_name=PROG, standalone_mode=False
-        )
-        print(OUR_HELP)
+        # Rich cuts long flag names to fit 80 columns when output is not a terminal.
+        os.environ.setdefault("COLUMNS", "140")
+        _prepare_data_command(app).main(args=["--help"], prog_name=PROG, standalone_mode=False)
+        print(OUR_HELP + RENDER_HELP)
         return 0, None
     if not any(a == "--render-endpoint" or a.startswith("--render-endpoint=") for a in rest):
         log.info(
@@ -112,12 +116,16 @@ def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, Path | N
     from speculators_qwen_compat.fixes import run_report
 
     run_report.last_run = None
-    code = typer.main.get_command(app).main(
-        args=["prepare-data", *rest], prog_name=PROG, standalone_mode=False
-    )
+    code = _prepare_data_command(app).main(args=rest, prog_name=PROG, standalone_mode=False)
     if run_report.last_run is None:  # upstream skipped: the output already holds a dataset
         return int(code or 0), None
     return int(code or 0), Path(_option_value(rest, "--output", "./output"))
+
+
+def _prepare_data_command(app: Any) -> Any:
+    import typer
+
+    return typer.main.get_command(app).commands["prepare-data"]
 
 
 def _option_value(args: list[str], flag: str, default: str) -> str:

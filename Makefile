@@ -1,0 +1,64 @@
+# speculators-qwen-compat: demo, tests, lint and per-release venvs.
+# Each test venv (.venvs/<release>) holds one speculators release installed with --no-deps beside
+# the libraries its preprocessing imports (envs/<release>.txt), plus this package from its wheel.
+# Venvs are built once and reused; the wheel is rebuilt and reinstalled on every run.
+
+PYTHON ?= python3.11
+CORE_RELEASES := 0.5.0 0.9.0
+DEMO_RELEASE := 0.9.0
+VENVS := .venvs
+WHEEL_DIR := build/wheel
+PYTEST_ARGS ?=
+
+.PHONY: test demo lint wheel venvs clean help
+
+help:
+	@echo "make demo   - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
+	@echo "make test   - lint, then the test suite against speculators $(CORE_RELEASES)"
+	@echo "make lint   - ruff"
+
+$(VENVS)/%/.built: envs/%.txt envs/common.txt tools/build_venv.sh
+	tools/build_venv.sh $*
+
+$(VENVS)/tools/.built:
+	$(PYTHON) -m venv $(VENVS)/tools
+	$(VENVS)/tools/bin/python -m pip -q --disable-pip-version-check install ruff build
+	touch $@
+
+wheel: $(VENVS)/tools/.built
+	rm -rf $(WHEEL_DIR)
+	$(VENVS)/tools/bin/python -m build -q --wheel --outdir $(WHEEL_DIR) . >/dev/null
+
+# Install this package's wheel (not editable) into the venv of one release.
+install-%: $(VENVS)/%/.built wheel
+	$(VENVS)/$*/bin/python -m pip -q --disable-pip-version-check install --force-reinstall \
+		--no-deps $(WHEEL_DIR)/*.whl
+	$(VENVS)/$*/bin/python -m pip -q --disable-pip-version-check install wrapt packaging
+
+venvs: $(addprefix $(VENVS)/,$(addsuffix /.built,$(CORE_RELEASES)))
+
+lint: $(VENVS)/tools/.built
+	$(VENVS)/tools/bin/ruff check speculators_qwen_compat tests tools
+	$(VENVS)/tools/bin/ruff format --check speculators_qwen_compat tests tools
+
+test: lint $(addprefix install-,$(CORE_RELEASES))
+	@set -e; for r in $(CORE_RELEASES); do \
+		echo "== speculators $$r"; \
+		HF_HUB_OFFLINE=1 $(VENVS)/$$r/bin/python -P -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests; \
+	done
+
+demo: install-$(DEMO_RELEASE)
+	@rm -rf demo-output
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/$(DEMO_RELEASE)/bin/python -m speculators_qwen_compat.prepare_data \
+		--model speculators_qwen_compat/demo/tiny-qwen36 \
+		--data speculators_qwen_compat/demo/sample_openai.jsonl \
+		--data speculators_qwen_compat/demo/sample_sharegpt.jsonl \
+		--output demo-output --seq-length 512 --num-preprocessing-workers 2 2> demo-output.log \
+		|| { tail -n 5 demo-output.log; exit 1; }
+	@echo "output: $(CURDIR)/demo-output (log: demo-output.log)"
+
+clean:
+	rm -rf build demo-output demo-output.log
+
+distclean: clean
+	rm -rf $(VENVS)

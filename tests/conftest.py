@@ -1,0 +1,91 @@
+"""Shared helpers. The suite runs inside one release's venv (see the Makefile); every
+prepare_data run is a subprocess of that venv's Python, the way users run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from speculators_qwen_compat import demo
+from speculators_qwen_compat.demo import sample_data
+
+RELEASE = Version(version("speculators"))
+#: 0.8+ render through vLLM's /render and emit one row per assistant turn.
+RENDERS = Version("0.8") <= RELEASE
+STYLES = ("qwen36", "qwen35")
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECULATORS_QWEN_COMPAT")}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(extra)
+    return env
+
+
+def run_prepare(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """``python -m speculators_qwen_compat.prepare_data ARGS`` in a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "speculators_qwen_compat.prepare_data", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=subprocess_env(**env),
+        timeout=900,
+    )
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Run Python code in a fresh interpreter of this venv."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(**env),
+        timeout=900,
+    )
+
+
+def run_upstream(code: str) -> subprocess.CompletedProcess:
+    """Run code against speculators exactly as installed: the venv-wide .pth switched off."""
+    return run_python(code, SPECULATORS_QWEN_COMPAT="0")
+
+
+@pytest.fixture(scope="session", params=STYLES)
+def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny tokenizer with a Qwen3.6-style (thinking on) or Qwen3.5-style template."""
+    return demo.write_model(tmp_path_factory.mktemp(request.param), request.param)
+
+
+@pytest.fixture(scope="session")
+def qwen36_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo.write_model(tmp_path_factory.mktemp("qwen36"), "qwen36")
+
+
+def good_rows(count: int = 24, seed: int = 3) -> list[dict[str, Any]]:
+    return list(sample_data.good_conversations(count, seed=seed))
+
+
+def rejected_rows() -> list[tuple[str, dict[str, Any]]]:
+    return list(sample_data.rejected_conversations())
+
+
+def write_dataset(path: Path, rows: list[dict[str, Any]], sharegpt: bool = False) -> Path:
+    out = [sample_data.to_sharegpt(r) if sharegpt else r for r in rows]
+    return sample_data.write_jsonl(path, out)
+
+
+def read_report(output: Path) -> dict[str, Any]:
+    return json.loads((output / "compat_report.json").read_text(encoding="utf-8"))
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

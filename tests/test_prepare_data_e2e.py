@@ -1,0 +1,174 @@
+"""The entry point end to end: real speculators, transformers, datasets and Arrow output.
+
+Both formats, with rejected rows mixed in, on a Qwen3.6-style (thinking on) and a
+Qwen3.5-small-style (thinking off) template: the run completes, every good conversation is in
+the output with the right mask, every rejected one is counted under the template's reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import (
+    RELEASE,
+    RENDERS,
+    good_rows,
+    last_line,
+    read_report,
+    rejected_rows,
+    run_prepare,
+    write_dataset,
+)
+from mask_oracle import check_masks, expected_rows, load_rows
+from packaging.version import Version
+
+from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
+
+SEQ_LENGTH = "512"
+WITH_TOOLS = Version("0.7") <= RELEASE  # 0.7+ pass a row's tools column to the template
+
+
+def _tokenizer(model_dir: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model_dir))
+
+
+@pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
+def test_both_formats_with_rejected_rows(model_dir: Path, tmp_path: Path, sharegpt: bool) -> None:
+    good = good_rows(24)
+    rejected = rejected_rows()
+    rows = good[:12] + [row for _, row in rejected] + good[12:]
+    data = write_dataset(tmp_path / "data.jsonl", rows, sharegpt=sharegpt)
+    output = tmp_path / "out"
+
+    result = run_prepare(
+        "--model",
+        str(model_dir),
+        "--data",
+        str(data),
+        "--output",
+        str(output),
+        "--seq-length",
+        SEQ_LENGTH,
+        "--num-preprocessing-workers",
+        "2",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    expected = expected_rows(_tokenizer(model_dir), good, RENDERS, WITH_TOOLS, int(SEQ_LENGTH))
+    check_masks(load_rows(output), expected, RENDERS)
+
+    report = read_report(output)
+    want = Counter(REJECTED_REASONS[kind] for kind, _ in rejected)
+    assert report["skipped"] == dict(want)
+    assert report["conversations_in"] == len(rows)
+    assert report["rows_out"] == len(expected)
+    assert report["speculators"] == str(RELEASE)
+    summary = last_line(result.stdout)
+    assert summary.startswith(f"wrote {len(expected)} rows to {output}; skipped 4 of {len(rows)}")
+    assert '2 x "No user query found in messages."' in summary
+
+
+def test_seed_command_line(qwen36_dir: Path, tmp_path: Path) -> None:
+    """The issue's command line, unchanged but for a local model and --seq-length 512."""
+    data = write_dataset(tmp_path / "all_prompts_sharegpt.jsonl", good_rows(30), sharegpt=True)
+    (tmp_path / "tokenized").mkdir()
+    (tmp_path / "tokenized" / "data-00000-of-00001.arrow").write_bytes(b"stale")
+    result = run_prepare(
+        "--model",
+        str(qwen36_dir),
+        "--data",
+        data.name,
+        "--output",
+        "tokenized",
+        "--max-samples",
+        "800000",
+        "--seq-length",
+        "512",
+        "--num-preprocessing-workers",
+        "2",
+        "--overwrite",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    files = {p.name for p in (tmp_path / "tokenized").iterdir()}
+    assert {"dataset_info.json", "state.json", "compat_report.json"} <= files
+    assert any(name.endswith(".arrow") for name in files)
+    if not RENDERS:  # 0.9 skips token frequencies by default (--skip-token-freq)
+        assert "token_freq.pt" in files
+    rows = load_rows(tmp_path / "tokenized")
+    expected = expected_rows(_tokenizer(qwen36_dir), good_rows(30), RENDERS, WITH_TOOLS, 512)
+    check_masks(rows, expected, RENDERS)
+
+
+def test_file_mixing_formats_row_by_row(qwen36_dir: Path, tmp_path: Path) -> None:
+    good = good_rows(12)
+    data = tmp_path / "mixed.jsonl"
+    write_dataset(data, good[::2])
+    with data.open("a", encoding="utf-8") as fh:
+        fh.write(write_dataset(tmp_path / "sg.jsonl", good[1::2], sharegpt=True).read_text())
+    output = tmp_path / "out"
+    result = run_prepare(
+        "--model",
+        str(qwen36_dir),
+        "--data",
+        str(data),
+        "--output",
+        str(output),
+        "--seq-length",
+        SEQ_LENGTH,
+        "--num-preprocessing-workers",
+        "2",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    check_masks(
+        load_rows(output),
+        expected_rows(_tokenizer(qwen36_dir), good, RENDERS, WITH_TOOLS, 512),
+        RENDERS,
+    )
+    assert read_report(output)["skipped"] == {}
+
+
+def test_conversations_key_names_another_column(qwen36_dir: Path, tmp_path: Path) -> None:
+    rows = [{"dialogue": row["messages"]} for row in good_rows(6)]
+    data = write_dataset(tmp_path / "d.jsonl", rows)
+    output = tmp_path / "out"
+    result = run_prepare(
+        "--model",
+        str(qwen36_dir),
+        "--data",
+        str(data),
+        "--output",
+        str(output),
+        "--seq-length",
+        SEQ_LENGTH,
+        "--num-preprocessing-workers",
+        "1",
+        "--conversations-key",
+        "dialogue",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_report(output)["conversations_in"] == 6
+    assert load_rows(output)
+
+
+def test_help_lists_release_flags_and_ours() -> None:
+    result = run_prepare("--help")
+    assert result.returncode == 0, result.stderr
+    for flag in (
+        "--model",
+        "--data",
+        "--output",
+        "--seq-length",
+        "--max-samples",
+        "--num-preprocessing-workers",
+        "--overwrite",
+        "--conversations-key",
+        "--debug",
+    ):
+        assert flag in result.stdout
+    assert ("--render-endpoint" in result.stdout) == RENDERS
+    assert ("--turn-dropout" in result.stdout) == (Version("0.7") > RELEASE)

@@ -1,0 +1,182 @@
+"""Pins of upstream behaviour: what the installed release does without our fixes.
+
+Each test runs the release as installed (the venv-wide .pth switched off) in a fresh interpreter
+and asserts the problem a fix exists for, with the expectation of this release. When a release
+stops showing the problem the assertion fails and says which fix can be retired for it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import RELEASE, RENDERS, run_upstream
+from packaging.version import Version
+
+PRELUDE = """
+import json, sys
+import speculators.data_generation.preprocessing as P
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained({model!r})
+"""
+
+
+def _upstream(model: Path, body: str) -> str:
+    result = run_upstream(PRELUDE.format(model=str(model)) + body)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_mask_probe(qwen36_dir: Path) -> None:
+    out = _upstream(
+        qwen36_dir,
+        """
+if not hasattr(P, "_supports_assistant_mask"):
+    print("absent")
+else:
+    try:
+        print("returned", P._supports_assistant_mask(tok))
+    except Exception as exc:
+        print("raised", type(exc).__name__, exc)
+""",
+    )
+    if RENDERS:
+        assert out == "absent", "0.8+ grew an assistant-mask probe: check mask_probe's shape"
+    elif Version("0.6") > RELEASE:
+        assert out == "raised TemplateError No user query found in messages.", (
+            f"{RELEASE} no longer crashes in the probe ({out}): mask_probe can be retired here"
+        )
+    else:
+        assert out == "returned False"
+
+
+def test_openai_messages_give_no_rows(qwen36_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "openai.jsonl"
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    data.write_text("\n".join([json.dumps(row)] * 3) + "\n")
+    extra = (
+        "render_endpoint='http://127.0.0.1:9'"
+        if RENDERS
+        else r"assistant_pattern=r'<\|im_start\|>assistant\n(.*?)<\|im_end\|>'"
+    )
+    out = _upstream(
+        qwen36_dir,
+        f"""
+try:
+    ds, _ = P.load_and_preprocess_dataset(
+        {str(qwen36_dir)!r}, [{str(data)!r}], seq_length=256, build_dataset_num_proc=1,
+        token_freq_path={str(tmp_path / "tf.pt")!r}, {extra})
+    print("rows", len(ds))
+except Exception as exc:
+    print("raised", type(exc).__name__, str(exc)[:24])
+""",
+    )
+    expected = "raised IndexError" if Version("0.7") > RELEASE else "raised ValueError No samples"
+    assert out.startswith(expected), (
+        f"{RELEASE} now reads OpenAI 'messages' ({out}): the conversations fix's column "
+        "lookup can be retired here"
+    )
+
+
+def test_non_mapping_turn_kills_the_map(qwen36_dir: Path, tmp_path: Path) -> None:
+    out = _upstream(
+        qwen36_dir,
+        """
+batch = {"conversations": [
+    [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}],
+    ["not a turn"],
+]}
+args = (batch, False, "http://127.0.0.1:9", 256) if hasattr(P, "_render_conversation_rows") \
+    else (batch, tok, 256, r"<\\|im_start\\|>assistant\\n(.*?)<\\|im_end\\|>")
+try:
+    P._preprocess_batch(*args)
+    print("survived")
+except Exception as exc:
+    print("raised", type(exc).__name__)
+""",
+    )
+    assert out == "raised AttributeError", (
+        f"{RELEASE} survives a non-mapping turn ({out}): the conversations fix's guard against "
+        "it can be retired here"
+    )
+
+
+def test_template_error_in_one_row(qwen36_dir: Path) -> None:
+    """<= 0.6 let a TemplateError out of the per-row try; 0.7 catch it; 0.8+ swallow it."""
+    out = _upstream(
+        qwen36_dir,
+        """
+late_system = [{"role": "user", "content": "hi"}, {"role": "system", "content": "late"},
+               {"role": "assistant", "content": "yo"}]
+if hasattr(P, "_render_conversation_rows"):
+    print("render-shape")
+else:
+    batch = {"conversations": [late_system]}
+    try:
+        out = P._preprocess_batch(batch, tok, 256, r"<\\|im_start\\|>assistant\\n(.*?)<\\|im_end\\|>")
+        print("rows", len(out["input_ids"]))
+    except Exception as exc:
+        print("raised", type(exc).__name__, exc)
+""",
+    )
+    if RENDERS:
+        assert out == "render-shape"
+    elif Version("0.7") > RELEASE:
+        assert out == "raised TemplateError System message must be at the beginning.", (
+            f"{RELEASE} now survives a template error per row ({out}): row_guard's per-row "
+            "try can be retired here (its counting stays)"
+        )
+    else:
+        assert out == "rows 0"
+
+
+def test_normalisation_of_roles_reasoning_and_tool_calls(qwen36_dir: Path) -> None:
+    out = _upstream(
+        qwen36_dir,
+        """
+conv = [
+    {"role": "developer", "content": "be brief"},
+    {"role": "user", "content": "weather?"},
+    {"role": "assistant", "content": "", "reasoning_content": "call it",
+     "tool_calls": [{"type": "function", "function": {"name": "w", "arguments": "{\\"c\\": 1}"}}]},
+]
+norm = P._normalize_conversation(conv)
+roles = [t["role"] for t in norm]
+last = norm[-1]
+args = last.get("tool_calls", [{}])[0].get("function", {}).get("arguments")
+print(json.dumps([roles, "reasoning_content" in last, type(args).__name__]))
+""",
+    )
+    roles, has_reasoning, args_type = json.loads(out)
+    if RENDERS:
+        assert roles == ["assistant", "user", "assistant"], "developer no longer -> assistant"
+    else:
+        assert roles == ["user", "assistant"], "unknown roles are no longer dropped"
+    assert has_reasoning == (Version("0.6") <= RELEASE), "reasoning_content handling changed"
+    assert args_type == ("str" if Version("0.6") <= RELEASE else "NoneType"), (
+        f"{RELEASE} changed tool-call arguments ({args_type}): check the conversations fix"
+    )
+
+
+def test_render_endpoint_is_required(qwen36_dir: Path) -> None:
+    out = _upstream(
+        qwen36_dir,
+        """
+from datasets import Dataset
+if not hasattr(P, "build_speculator_training_dataset"):
+    print("no-render")
+else:
+    ds = Dataset.from_dict({"conversations": [[{"role": "user", "content": "hi"}]]})
+    try:
+        P.build_speculator_training_dataset(ds, tok, 256, 1, render_endpoint=None)
+        print("built")
+    except ValueError as exc:
+        print("raised", str(exc)[:30])
+""",
+    )
+    if RENDERS:
+        assert out == "raised render_endpoint is required to", (
+            f"{RELEASE} prepares data without a server ({out}): local_render may be retired"
+        )
+    else:
+        assert out == "no-render"

@@ -13,8 +13,9 @@ from pathlib import Path
 from conftest import RELEASE, RENDERS, run_upstream
 from packaging.version import Version
 
-PRELUDE = """
+PRELUDE = r"""
 import json, sys
+PATTERN = r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>"
 import speculators.data_generation.preprocessing as P
 from transformers import AutoTokenizer
 tok = AutoTokenizer.from_pretrained({model!r})
@@ -57,7 +58,7 @@ def test_openai_messages_give_no_rows(qwen36_dir: Path, tmp_path: Path) -> None:
     extra = (
         "render_endpoint='http://127.0.0.1:9'"
         if RENDERS
-        else r"assistant_pattern=r'<\|im_start\|>assistant\n(.*?)<\|im_end\|>'"
+        else "assistant_pattern=PATTERN"
     )
     out = _upstream(
         qwen36_dir,
@@ -87,7 +88,7 @@ batch = {"conversations": [
     ["not a turn"],
 ]}
 args = (batch, False, "http://127.0.0.1:9", 256) if hasattr(P, "_render_conversation_rows") \
-    else (batch, tok, 256, r"<\\|im_start\\|>assistant\\n(.*?)<\\|im_end\\|>")
+    else (batch, tok, 256, PATTERN)
 try:
     P._preprocess_batch(*args)
     print("survived")
@@ -113,7 +114,7 @@ if hasattr(P, "_render_conversation_rows"):
 else:
     batch = {"conversations": [late_system]}
     try:
-        out = P._preprocess_batch(batch, tok, 256, r"<\\|im_start\\|>assistant\\n(.*?)<\\|im_end\\|>")
+        out = P._preprocess_batch(batch, tok, 256, PATTERN)
         print("rows", len(out["input_ids"]))
     except Exception as exc:
         print("raised", type(exc).__name__, exc)

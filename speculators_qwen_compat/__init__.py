@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from speculators_qwen_compat.activation import FixStatus, registry, switched_off_by_env
+from speculators_qwen_compat.activation import (
+    NOT_NEEDED,
+    PENDING,
+    FixStatus,
+    registry,
+    switched_off_by_env,
+)
 
 __version__ = "0.1.0"
 __all__ = ["FixStatus", "__version__", "install", "installed", "status", "uninstall"]
@@ -33,10 +39,31 @@ def installed() -> bool:
     return registry().active
 
 
-def status() -> list[FixStatus]:
-    """Per fix: applied, not-needed, not-applicable, disabled, failed or pending, with a reason."""
+def status(resolve: bool = True) -> list[FixStatus]:
+    """Per fix: applied, not-needed, not-applicable, disabled, failed or pending, with a reason.
+
+    With ``resolve``, a fix still waiting for its module is settled: the module is imported
+    (which applies the fix) or, when the installed release has no such module, the fix is
+    reported not-needed.
+    """
     reg = registry()
-    return [
-        reg.states.get(fix.name, FixStatus(fix.name, "inactive", "install() has not been called"))
-        for fix in reg.fixes
-    ]
+    if resolve and reg.active:
+        for fix in reg.fixes:
+            if fix.name in reg.states and reg.states[fix.name].state == PENDING:
+                _import_target(fix.modules[0])
+    out = []
+    for fix in reg.fixes:
+        state = reg.states.get(fix.name, FixStatus(fix.name, "inactive", "install() not called"))
+        if resolve and state.state == PENDING:
+            state = FixStatus(fix.name, NOT_NEEDED, f"this release has no {fix.modules[0]}")
+        out.append(state)
+    return out
+
+
+def _import_target(module_name: str) -> None:
+    import importlib
+
+    try:
+        importlib.import_module(module_name)
+    except ImportError:
+        pass

@@ -68,10 +68,14 @@ class Patcher:
         self._saved.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
 
-    def restore(self) -> None:
-        for owner, name, original in reversed(self._saved):
+    def mark(self) -> int:
+        return len(self._saved)
+
+    def restore(self, mark: int = 0) -> None:
+        """Undo every replacement made since ``mark``, newest first."""
+        while len(self._saved) > mark:
+            owner, name, original = self._saved.pop()
             setattr(owner, name, original)
-        self._saved.clear()
 
 
 class Fix:
@@ -103,7 +107,8 @@ class _Registry:
         self.active = False
         self.disabled: set[str] = set()
         self.hooked: set[tuple[str, str]] = set()
-        self.patchers: dict[str, Patcher] = {}
+        # One journal for every fix: fixes wrapping the same function must unwind in reverse.
+        self.patcher = Patcher()
         self.states: dict[str, FixStatus] = {}
         self.applied_to: set[tuple[str, str]] = set()
 
@@ -120,10 +125,11 @@ class _Registry:
             except Exception as exc:  # a shape check must never break upstream's import
                 fits = Fits(FAILED, f"shape check raised {type(exc).__name__}: {exc}")
             if fits.state == APPLIED:
-                patcher = self.patchers.setdefault(fix.name, Patcher())
+                mark = self.patcher.mark()
                 try:
-                    fix.apply(module_name, module, patcher)
+                    fix.apply(module_name, module, self.patcher)
                 except Exception as exc:
+                    self.patcher.restore(mark)  # a half-applied fix is no fix
                     fits = Fits(FAILED, f"applying raised {type(exc).__name__}: {exc}")
                     log.warning("fix %s not applied to %s: %s", fix.name, module_name, fits.reason)
             if primary or fix.name not in self.states or fits.state == FAILED:
@@ -165,9 +171,7 @@ class _Registry:
 
     def uninstall(self) -> None:
         with self.lock:
-            for patcher in self.patchers.values():
-                patcher.restore()
-            self.patchers.clear()
+            self.patcher.restore()
             self.applied_to.clear()
             self.states.clear()
             self.active = False

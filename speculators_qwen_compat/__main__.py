@@ -1,0 +1,62 @@
+"""``python -m speculators_qwen_compat status [--json]`` (also ``speculators-qwen-compat``).
+
+Tells the installed speculators, transformers and datasets versions, whether the release is one
+we test, and per fix its state (applied, not-needed, not-applicable, disabled, failed) and why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from speculators_qwen_compat import install, status
+from speculators_qwen_compat.releases import TESTED_RELEASES
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def status_report() -> dict[str, Any]:
+    install()
+    speculators = _version("speculators")
+    return {
+        "speculators": speculators,
+        "tested": speculators in TESTED_RELEASES,
+        "transformers": _version("transformers"),
+        "datasets": _version("datasets"),
+        "patches": [vars(s) for s in status()] if speculators else [],
+    }
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    tested = "tested" if report["tested"] else "untested: fixes apply where their targets fit"
+    print(f"speculators {report['speculators'] or 'not installed'} ({tested})")
+    print(f"transformers {report['transformers']}, datasets {report['datasets']}")
+    for patch in report["patches"]:
+        print(f"  {patch['name']:<16} {patch['state']:<15} {patch['reason']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m speculators_qwen_compat")
+    commands = parser.add_subparsers(dest="command", required=True)
+    status_parser = commands.add_parser("status", help="which fixes apply to this venv, and why")
+    status_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        report = status_report()
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            _print_status(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Activation: install/uninstall round trips, the switch, status, and fixes that cannot apply."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import textwrap
+from pathlib import Path
+
+import wrapt
+from conftest import RELEASE, RENDERS, run_python
+
+import speculators_qwen_compat as compat
+
+EXPECTED_STATES = {
+    # fix: (state on <= 0.7, state on 0.8+)
+    "mask_probe": ("applied", "not-needed"),
+    "row_guard": ("applied", "applied"),
+    "conversations": ("applied", "applied"),
+    "local_render": ("not-needed", "applied"),
+    "run_report": ("applied", "applied"),
+    "overwrite_guard": ("not-needed", "applied"),
+}
+
+
+def _layers(func: object) -> int:
+    count = 0
+    while isinstance(func, wrapt.FunctionWrapper):
+        count += 1
+        func = func.__wrapped__
+    return count
+
+
+def test_install_uninstall_install() -> None:
+    import speculators.data_generation.preprocessing as P
+
+    compat.install()
+    compat.install()  # a second call changes nothing
+    wrapped_layers = _layers(P._preprocess_batch)
+    assert wrapped_layers == 2  # conversations outside, row guard inside
+    original = inspect.unwrap(P._preprocess_batch)
+    compat.uninstall()
+    try:
+        assert P._preprocess_batch is original
+        assert not compat.installed()
+        assert {s.state for s in compat.status()} == {"inactive"}
+    finally:
+        compat.install()
+    assert _layers(P._preprocess_batch) == wrapped_layers
+    assert inspect.unwrap(P._preprocess_batch) is original
+
+
+def test_status_json_per_release() -> None:
+    result = run_python(
+        "from speculators_qwen_compat.__main__ import main; main(['status', '--json'])"
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["speculators"] == str(RELEASE)
+    assert report["tested"] is True
+    states = {p["name"]: p["state"] for p in report["patches"]}
+    assert states == {name: pair[RENDERS] for name, pair in EXPECTED_STATES.items()}
+
+
+def test_switched_off_venv_wide_leaves_upstream_untouched() -> None:
+    code = (
+        "import speculators.data_generation.preprocessing as P, speculators_qwen_compat as c;"
+        "print(hasattr(P._preprocess_batch, '__wrapped__'), c.installed())"
+    )
+    assert run_python(code, SPECULATORS_QWEN_COMPAT="0").stdout.split() == ["False", "False"]
+    assert run_python(code).stdout.split() == ["True", "True"]
+
+
+def test_single_fixes_switched_off_by_name() -> None:
+    code = (
+        "import json, speculators_qwen_compat as c;"
+        "print(json.dumps({s.name: s.state for s in c.status()}))"
+    )
+    result = run_python(code, SPECULATORS_QWEN_COMPAT="row_guard,-run_report")
+    states = json.loads(result.stdout.strip().splitlines()[-1])
+    assert states["row_guard"] == states["run_report"] == "disabled"
+    assert states["conversations"] == "applied"
+
+
+def test_a_fix_that_cannot_apply_never_breaks_the_import(tmp_path: Path) -> None:
+    package = tmp_path / "victim"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "target.py").write_text("def f():\n    return 'original'\n")
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from speculators_qwen_compat.activation import Fix, _Registry, applies
+
+        class Raises(Fix):
+            name, modules = "raises", ("victim.target",)
+            def fits(self, module_name, module):
+                return applies("fits")
+            def apply(self, module_name, module, patcher):
+                patcher.wrap(module, "f", lambda w, i, a, k: "patched")
+                raise RuntimeError("boom")
+
+        class BadShape(Fix):
+            name, modules = "bad_shape", ("victim.target",)
+            def fits(self, module_name, module):
+                raise AttributeError("no such thing")
+
+        registry = _Registry([Raises(), BadShape()])
+        registry.install(())
+        import victim.target
+        print(victim.target.f(), registry.states["raises"].state, registry.states["bad_shape"].state)
+        registry.uninstall()
+        print(victim.target.f())
+    """)
+    result = run_python(code, SPECULATORS_QWEN_COMPAT="0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["original", "failed", "failed", "original"]

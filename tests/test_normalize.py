@@ -1,0 +1,107 @@
+"""The normaliser on its own: both formats, mixes, parts, reasoning, tool calls, roles."""
+
+from __future__ import annotations
+
+import pytest
+
+from speculators_qwen_compat.normalize import (
+    BadConversation,
+    normalize_conversation,
+    pick_conversation,
+)
+
+
+def test_sharegpt_and_openai_give_the_same_turns() -> None:
+    sharegpt = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]
+    openai = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert normalize_conversation(sharegpt) == normalize_conversation(openai) == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "yo"},
+    ]
+
+
+def test_arrow_unified_turns_use_whichever_keys_are_set() -> None:
+    turns = [
+        {"from": None, "value": None, "role": "user", "content": "hi"},
+        {"from": "gpt", "value": "yo", "role": None, "content": None},
+    ]
+    assert [t["role"] for t in normalize_conversation(turns)] == ["user", "assistant"]
+
+
+def test_role_table() -> None:
+    roles = ["developer", "human", "function_call", "observation", "function", "ipython", "model"]
+    turns = [{"role": r, "content": "{}" if r == "function_call" else "x"} for r in roles]
+    turns[2] = {"from": "function_call", "value": '{"name": "f", "arguments": {"a": 1}}'}
+    got = [t["role"] for t in normalize_conversation(turns)]
+    assert got == ["system", "user", "assistant", "tool", "tool", "tool", "assistant"]
+
+
+def test_unknown_role_is_a_reason_not_an_assistant_turn() -> None:
+    with pytest.raises(BadConversation, match="unknown role 'narrator'"):
+        normalize_conversation([{"role": "narrator", "content": "x"}])
+
+
+def test_reasoning_reaches_both_keys() -> None:
+    (turn,) = normalize_conversation([{"role": "assistant", "content": "a", "thinking": "t"}])
+    assert turn["reasoning_content"] == turn["thinking"] == "t"
+
+
+def test_tool_call_arguments_become_mappings() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": [1]}'}}
+    (turn,) = normalize_conversation([{"role": "assistant", "content": "", "tool_calls": [call]}])
+    assert turn["tool_calls"] == [
+        {"type": "function", "function": {"name": "f", "arguments": {"x": [1]}}, "id": "c1"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [("{not json", "not valid JSON"), ("[1, 2]", "not a JSON object")],
+)
+def test_bad_tool_call_arguments_are_reasons(arguments: str, reason: str) -> None:
+    call = {"function": {"name": "f", "arguments": arguments}}
+    with pytest.raises(BadConversation, match=reason):
+        normalize_conversation([{"role": "assistant", "content": "", "tool_calls": [call]}])
+
+
+def test_text_parts_are_kept_as_text_parts() -> None:
+    (turn,) = normalize_conversation(
+        [{"role": "user", "content": ["a", {"type": "text", "text": "b", "image": None}]}]
+    )
+    assert turn["content"] == [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+
+
+@pytest.mark.parametrize(
+    ("conv", "reason"),
+    [
+        ([], "empty or not a list"),
+        ({"role": "user"}, "empty or not a list"),
+        (["text"], "turn is not a mapping"),
+        ([{"content": "x"}], "turn without a role"),
+        ([{"role": "user", "content": 7}], r"neither text nor a list of parts \(int\)"),
+        ('[{"role": "user"', "not JSON"),
+    ],
+)
+def test_unusable_conversations_raise_their_reason(conv: object, reason: str) -> None:
+    with pytest.raises(BadConversation, match=reason):
+        normalize_conversation(conv)
+
+
+def test_normalising_twice_changes_nothing() -> None:
+    call = {"function": {"name": "f", "arguments": '{"x": 1}'}}
+    conv = [
+        {"from": "developer", "value": "sys"},
+        {"from": "human", "value": "q"},
+        {"from": "gpt", "value": "", "tool_calls": [call], "reasoning": "r"},
+        {"from": "observation", "value": "1", "tool_call_id": "c"},
+    ]
+    once = normalize_conversation(conv)
+    assert normalize_conversation(once) == once
+
+
+def test_pick_conversation_prefers_the_named_column() -> None:
+    row = {"conversations": None, "messages": [1], "chat": [2]}
+    assert pick_conversation(row) == [1]
+    assert pick_conversation(row, "chat") == [2]
+    with pytest.raises(BadConversation, match="no 'other' column"):
+        pick_conversation(row, "other")

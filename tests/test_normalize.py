@@ -14,10 +14,14 @@ from speculators_qwen_compat.normalize import (
 def test_sharegpt_and_openai_give_the_same_turns() -> None:
     sharegpt = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]
     openai = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
-    assert normalize_conversation(sharegpt) == normalize_conversation(openai) == [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "yo"},
-    ]
+    assert (
+        normalize_conversation(sharegpt)
+        == normalize_conversation(openai)
+        == [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "yo"},
+        ]
+    )
 
 
 def test_arrow_unified_turns_use_whichever_keys_are_set() -> None:

@@ -55,11 +55,7 @@ def test_openai_messages_give_no_rows(qwen36_dir: Path, tmp_path: Path) -> None:
     data = tmp_path / "openai.jsonl"
     row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
     data.write_text("\n".join([json.dumps(row)] * 3) + "\n")
-    extra = (
-        "render_endpoint='http://127.0.0.1:9'"
-        if RENDERS
-        else "assistant_pattern=PATTERN"
-    )
+    extra = "render_endpoint='http://127.0.0.1:9'" if RENDERS else "assistant_pattern=PATTERN"
     out = _upstream(
         qwen36_dir,
         f"""

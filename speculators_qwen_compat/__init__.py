@@ -61,9 +61,8 @@ def status(resolve: bool = True) -> list[FixStatus]:
 
 
 def _import_target(module_name: str) -> None:
+    import contextlib
     import importlib
 
-    try:
+    with contextlib.suppress(ImportError):
         importlib.import_module(module_name)
-    except ImportError:
-        pass

@@ -108,7 +108,8 @@ def test_a_fix_that_cannot_apply_never_breaks_the_import(tmp_path: Path) -> None
         registry = _Registry([Raises(), BadShape()])
         registry.install(())
         import victim.target
-        print(victim.target.f(), registry.states["raises"].state, registry.states["bad_shape"].state)
+        states = registry.states
+        print(victim.target.f(), states["raises"].state, states["bad_shape"].state)
         registry.uninstall()
         print(victim.target.f())
     """)

@@ -31,9 +31,9 @@ wheel: $(VENVS)/tools/.built
 
 # Install this package's wheel (not editable) into the venv of one release.
 install-%: $(VENVS)/%/.built wheel
+	$(VENVS)/$*/bin/python -m pip -q --disable-pip-version-check install wrapt packaging
 	$(VENVS)/$*/bin/python -m pip -q --disable-pip-version-check install --force-reinstall \
 		--no-deps $(WHEEL_DIR)/*.whl
-	$(VENVS)/$*/bin/python -m pip -q --disable-pip-version-check install wrapt packaging
 
 venvs: $(addprefix $(VENVS)/,$(addsuffix /.built,$(CORE_RELEASES)))
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-import wrapt
-
 log = logging.getLogger("speculators_qwen_compat")
 
 #: Environment switch. Unset or "1": everything on. "0"/"off"/"false": the .pth stays idle.
@@ -61,6 +59,8 @@ class Patcher:
     def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
         """Replace ``owner.name`` by a wrapt FunctionWrapper calling ``wrapper(wrapped, instance,
         args, kwargs)``; signature and ``__wrapped__`` stay those of the original."""
+        import wrapt
+
         original = getattr(owner, name)
         self.replace(owner, name, wrapt.FunctionWrapper(original, wrapper))
 
@@ -143,6 +143,8 @@ class _Registry:
                 log.warning("unknown fix names switched off: %s", ", ".join(sorted(unknown)))
             if self.active:
                 return
+            import wrapt  # here, not at import time: the .pth must survive a missing wrapt
+
             self.active = True
             for fix in self.fixes:
                 if fix.name in self.disabled:

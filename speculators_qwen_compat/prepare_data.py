@@ -17,17 +17,16 @@ import json
 import logging
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat import install, status
-from speculators_qwen_compat.errors import CompatError, reason_of
+from speculators_qwen_compat import status
+from speculators_qwen_compat.cli_support import activate, debug_requested, run_main
+from speculators_qwen_compat.errors import CompatError
 from speculators_qwen_compat.fixes._upstream import CLI_PREPARE_DATA, PREPROCESSING
 from speculators_qwen_compat.fixes.conversations import CONVERSATIONS_KEY_ENV
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
-DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
 REPORT_NAME = "compat_report.json"
 OUR_HELP = """
 speculators_qwen_compat options (besides the release's own, above):
@@ -48,17 +47,7 @@ log = logging.getLogger("speculators_qwen_compat")
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     ours, rest = _our_options(args)
-    debug = ours.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    try:
-        return _prepare(ours, rest)
-    except KeyboardInterrupt:
-        print("speculators_qwen_compat: error: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"speculators_qwen_compat: error: {_fatal_message(exc, debug)}", file=sys.stderr)
-        return 1
+    return run_main(lambda: _prepare(ours, rest), debug_requested(ours.debug))
 
 
 def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -75,7 +64,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if ours.conversations_key:
         os.environ[CONVERSATIONS_KEY_ENV] = ours.conversations_key
-    install()
+    activate()
     from speculators_qwen_compat.fixes import run_report
 
     run_report.announce = False  # the summary is this command's last line
@@ -177,13 +166,6 @@ def write_report(output: Path, outcome: Any) -> Path:
     path = output / REPORT_NAME
     path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
-
-
-def _fatal_message(exc: Exception, debug: bool) -> str:
-    if isinstance(exc, CompatError):
-        return reason_of(exc, limit=2000)
-    hint = "" if debug else " (rerun with --debug for the traceback)"
-    return f"{type(exc).__name__}: {reason_of(exc, limit=600)}{hint}"
 
 
 if __name__ == "__main__":

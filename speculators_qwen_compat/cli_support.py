@@ -1,0 +1,50 @@
+"""What every entry point shares: fixes on for this process and its children, and fatal errors
+as one line ``speculators_qwen_compat: error: ...`` (the traceback only when asked for)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+from speculators_qwen_compat import install
+from speculators_qwen_compat.activation import ENV_SWITCH, registry, switched_off_by_env
+from speculators_qwen_compat.errors import CompatError, reason_of
+
+DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
+ERROR_PREFIX = "speculators_qwen_compat: error: "
+
+
+def activate() -> None:
+    """Install the fixes here and make every child interpreter (spawned ``datasets.map``
+    workers, torchrun ranks) activate them through the .pth, even where the venv-wide switch
+    was ``0``: an explicit entry point means the fixes are wanted."""
+    _, disabled = switched_off_by_env()
+    install(disabled)
+    os.environ[ENV_SWITCH] = ",".join(sorted(registry().disabled)) or "1"
+
+
+def debug_requested(flag: bool = False) -> bool:
+    return flag or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def run_main(body: Callable[[], int], debug: bool) -> int:
+    """Run an entry point's body; a fatal error becomes one line on stderr and exit 1."""
+    try:
+        return body()
+    except KeyboardInterrupt:
+        print(f"{ERROR_PREFIX}interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"{ERROR_PREFIX}{fatal_message(exc, debug)}", file=sys.stderr)
+        return 1
+
+
+def fatal_message(exc: BaseException, debug: bool) -> str:
+    if isinstance(exc, CompatError):
+        return reason_of(exc, limit=2000)
+    hint = "" if debug else " (rerun with --debug for the traceback)"
+    return f"{type(exc).__name__}: {reason_of(exc, limit=600)}{hint}"

@@ -1,0 +1,190 @@
+"""Drop-in: the wheel's .pth reaches upstream's own commands, users' scripts, datasets.map
+workers under fork and spawn, torchrun ranks and their children; nothing heavy at start-up;
+installing the wheel changes nothing else in a venv."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import RENDERS, good_rows, rejected_rows, run_python, subprocess_env, write_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+HEAVY = ("torch", "transformers", "datasets", "speculators", "jinja2", "numpy")
+
+USER_SCRIPT = """
+import inspect, sys
+import multiprocess
+from speculators.data_generation.preprocessing import load_and_preprocess_dataset
+
+if __name__ == "__main__":
+    method, model, data, out = sys.argv[1:5]
+    multiprocess.set_start_method(method, force=True)
+    kwargs = dict(seq_length=512, build_dataset_num_proc=2, token_freq_path=out + "/tf.pt")
+    if "render_endpoint" in inspect.signature(load_and_preprocess_dataset).parameters:
+        kwargs["render_endpoint"] = "local"
+    dataset, _ = load_and_preprocess_dataset(model, [data], **kwargs)
+    print("ROWS", len(dataset))
+"""
+
+RANK_PROBE = """
+import multiprocessing as mp
+import os
+
+def child(queue):
+    import speculators.data_generation.preprocessing as P
+    queue.put(hasattr(P._preprocess_batch, "__wrapped__"))
+
+if __name__ == "__main__":
+    import speculators.data_generation.preprocessing as P
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    process = ctx.Process(target=child, args=(queue,))
+    process.start()
+    in_child = queue.get()
+    process.join()
+    patched = hasattr(P._preprocess_batch, "__wrapped__")
+    print(f"RANK {os.environ['RANK']} patched={patched} child={in_child}")
+"""
+
+
+def _run(args: list[str], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        args, capture_output=True, text=True, cwd=cwd, env=subprocess_env(**env), timeout=900
+    )
+
+
+def _mixed_data(tmp_path: Path) -> tuple[Path, int]:
+    good = good_rows(12)
+    data = write_dataset(tmp_path / "d.jsonl", good + [row for _, row in rejected_rows()])
+    return data, len(good)
+
+
+def test_startup_imports_nothing_heavy() -> None:
+    code = (
+        "import json, sys, speculators_qwen_compat as c;"
+        f"print(json.dumps([c.installed(), [m for m in {HEAVY!r} if m in sys.modules]]))"
+    )
+    assert json.loads(run_python(code).stdout) == [True, []]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_users_script_and_map_workers(qwen36_dir: Path, tmp_path: Path, method: str) -> None:
+    """A script shaped like upstream's git-only scripts/prepare_data.py: top-level import of
+    load_and_preprocess_dataset, run as __main__, nothing of ours imported."""
+    script = tmp_path / "prepare.py"
+    script.write_text(USER_SCRIPT)
+    data, _ = _mixed_data(tmp_path)
+    args = [sys.executable, str(script), method, str(qwen36_dir), str(data), str(tmp_path)]
+    fixed = _run(args)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert int(fixed.stdout.split("ROWS")[1].split()[0]) > 0
+    assert "skipped 4 of 16 conversations" in fixed.stderr
+    off = _run(args, SPECULATORS_QWEN_COMPAT="0")
+    assert off.returncode != 0  # upstream as installed dies on this data
+    assert "Traceback" in off.stderr
+
+
+def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "openai.jsonl", good_rows(8))
+    args = [str(BIN / "speculators"), "prepare-data", "--model", str(qwen36_dir), "--data",
+            str(data), "--output", str(tmp_path / "out"), "--seq-length", "512",
+            "--num-preprocessing-workers", "2", "--render-endpoint", "local"]  # fmt: skip
+    if not RENDERS:  # <= 0.7: the wheel has no prepare-data command at all
+        import importlib.util
+
+        assert importlib.util.find_spec("speculators.cli") is None
+        return
+    fixed = _run(args)
+    off = _run([*args[:-4], "--output", str(tmp_path / "off"), *args[-2:]],
+               SPECULATORS_QWEN_COMPAT="0")  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert (tmp_path / "out" / "dataset_info.json").exists()
+    assert "skipped 0 of 8 conversations" in fixed.stderr
+    assert off.returncode != 0
+    assert "No samples remain after preprocessing" in off.stderr
+
+
+def test_torchrun_ranks_and_their_children(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(RANK_PROBE)
+    torchrun = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2"]
+    for env, entry in (({}, [str(probe)]),
+                       ({"SPECULATORS_QWEN_COMPAT": "0"},
+                        ["-m", "speculators_qwen_compat.run", str(probe)])):  # fmt: skip
+        result = _run([*torchrun, *entry], **env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        lines = sorted(line for line in result.stdout.splitlines() if line.startswith("RANK"))
+        assert lines == ["RANK 0 patched=True child=True", "RANK 1 patched=True child=True"]
+
+
+def test_train_entry_point_reaches_the_trainer(tmp_path: Path) -> None:
+    result = _run([sys.executable, "-m", "speculators_qwen_compat.train", "--help"])
+    if RENDERS:
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "--verifier-name-or-path" in result.stdout and "--dry-run" in result.stdout
+        torchrun = _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2", "-m",
+                         "speculators_qwen_compat.train", "--help"])  # fmt: skip
+        assert torchrun.returncode == 0, torchrun.stderr[-3000:]
+        assert torchrun.stdout.count("usage: ") == 2  # one help per rank
+    else:
+        assert result.returncode == 1
+        assert "ships no trainer in its wheel" in result.stderr.splitlines()[-1]
+    # <= 0.7 users name the checkout's script; any script gets the fixes the same way.
+    script = tmp_path / "scripts" / "train.py"
+    script.parent.mkdir()
+    script.write_text(
+        textwrap.dedent("""
+        import sys
+        import speculators.data_generation.preprocessing as P
+        print("ARGS", sys.argv[1:], hasattr(P.load_and_preprocess_dataset, "__wrapped__"))
+    """)
+    )
+    for args, env in ((["--script", str(script), "--lr", "1"], {}),
+                      (["--lr", "1"], {"SPECULATORS_REPO": str(tmp_path)})):  # fmt: skip
+        ran = _run([sys.executable, "-m", "speculators_qwen_compat.train", *args],
+                   SPECULATORS_QWEN_COMPAT="0", **env)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert "ARGS ['--lr', '1'] True" in ran.stdout
+
+
+def test_run_entry_point(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("import sys, speculators_qwen_compat as c; print(sys.argv, c.installed())")
+    result = _run([sys.executable, "-m", "speculators_qwen_compat.run", str(script), "a", "-b"],
+                  SPECULATORS_QWEN_COMPAT="0")  # fmt: skip
+    assert result.stdout.strip() == f"[{str(script)!r}, 'a', '-b'] True"
+    module = _run([sys.executable, "-m", "speculators_qwen_compat.run", "-m", "json.tool",
+                   "--help"])  # fmt: skip
+    assert module.returncode == 0 and "json.tool" in module.stdout
+
+
+def test_installing_the_wheel_changes_nothing_else(tmp_path: Path) -> None:
+    """A fresh venv holding a speculators release: pip freeze before and after installing our
+    wheel differs only by additions: this package and its own small dependencies."""
+    wheels = sorted((ROOT / "build" / "wheel").glob("speculators_qwen_compat-*.whl"))
+    assert wheels, "build the wheel first (make test does)"
+    from importlib.metadata import version
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", "--no-deps", f"speculators=={version('speculators')}",
+                    "packaging", "typer"], check=True)  # fmt: skip
+
+    def freeze() -> set[str]:
+        out = subprocess.run([*pip, "freeze"], capture_output=True, text=True, check=True)
+        return set(out.stdout.splitlines())
+
+    before = freeze()
+    subprocess.run([*pip, "install", str(wheels[-1])], check=True)
+    after = freeze()
+    assert before <= after, f"changed or removed: {sorted(before - after)}"
+    added = {re.split(r"==| @ ", line)[0].lower() for line in after - before}
+    assert added == {"speculators-qwen-compat", "wrapt"}

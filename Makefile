@@ -4,25 +4,30 @@
 # Venvs are built once and reused; the wheel is rebuilt and reinstalled on every run.
 
 PYTHON ?= python3.11
+# Every tested release, read from speculators_qwen_compat/releases.py (the one table).
+RELEASES := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); \
+	from speculators_qwen_compat.releases import TESTED_RELEASES as t; print(*t)')
 CORE_RELEASES := 0.5.0 0.9.0
 DEMO_RELEASE := 0.9.0
 VENVS := .venvs
 WHEEL_DIR := build/wheel
 PYTEST_ARGS ?=
 
-.PHONY: test demo lint wheel venvs clean help
+.PHONY: test demo lint wheel venvs clean help matrix check-new-release support-table
 
 help:
 	@echo "make demo   - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
 	@echo "make test   - lint, then the test suite against speculators $(CORE_RELEASES)"
 	@echo "make lint   - ruff"
+	@echo "make matrix - the suite in the venv of every tested release, and a release x fix table"
+	@echo "make check-new-release - the suite against any PyPI release newer than the table"
 
 $(VENVS)/%/.built: envs/%.txt envs/common.txt tools/build_venv.sh
 	tools/build_venv.sh $*
 
 $(VENVS)/tools/.built:
 	$(PYTHON) -m venv $(VENVS)/tools
-	$(VENVS)/tools/bin/python -m pip -q --disable-pip-version-check install ruff build
+	$(VENVS)/tools/bin/python -m pip -q --disable-pip-version-check install ruff build packaging
 	touch $@
 
 wheel: $(VENVS)/tools/.built
@@ -46,6 +51,15 @@ test: lint $(addprefix install-,$(CORE_RELEASES))
 		echo "== speculators $$r"; \
 		HF_HUB_OFFLINE=1 $(VENVS)/$$r/bin/python -P -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests; \
 	done
+
+matrix: lint $(addprefix install-,$(RELEASES))
+	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/matrix.py $(RELEASES)
+
+check-new-release: wheel
+	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/check_new_release.py
+
+support-table: $(VENVS)/tools/.built
+	$(VENVS)/tools/bin/python tools/support_table.py
 
 demo: install-$(DEMO_RELEASE)
 	@rm -rf demo-output

@@ -1,12 +1,64 @@
-"""The speculators releases we test, declared once: status, the test matrix and the README's
-support table read it. A release outside it still gets every fix whose target fits."""
+"""The speculators releases we test, declared once.
+
+``status`` says whether the installed release is one of them, the test matrix runs each, a test
+checks that the fixes' shape checks give the states declared here, and tools/support_table.py
+writes the README's support table from it. A release outside the table still gets every fix
+whose target fits.
+"""
 
 from __future__ import annotations
 
-#: release -> what its preprocessing looks like (fact sheet groups).
-TESTED_RELEASES: dict[str, str] = {
-    "0.5.0": "C: argparse script in git only; assistant-mask probe crashes on strict templates",
-    "0.9.0": "G: typer prepare-data; renders through vLLM's /render",
+from dataclasses import dataclass
+
+APPLIED, NOT_NEEDED = "applied", "not-needed"
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    group: str  # the fact sheet's release group
+    shape: str
+    fixes: dict[str, str]  # fix name -> the state status must report
+
+
+_SCRIPT_ERA = {"local_render": NOT_NEEDED, "overwrite_guard": NOT_NEEDED}
+_RENDER_ERA = {"mask_probe": NOT_NEEDED, "local_render": APPLIED, "overwrite_guard": APPLIED}
+_EVERYWHERE = {"row_guard": APPLIED, "conversations": APPLIED, "run_report": APPLIED}
+
+TESTED_RELEASES: dict[str, Release] = {
+    r.version: r
+    for r in (
+        Release(
+            "0.5.0",
+            "C",
+            "git-only argparse script; the mask probe crashes on strict templates",
+            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA},
+        ),
+        Release(
+            "0.6.0.2",
+            "D",
+            "git-only script; AutoProcessor; TemplateError kills the map",
+            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA},
+        ),
+        Release(
+            "0.7.0.2",
+            "E",
+            "git-only script; per-row errors caught and logged",
+            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA},
+        ),
+        Release(
+            "0.8.1",
+            "F",
+            "typer prepare-data; renders through vLLM's /render",
+            {**_RENDER_ERA, **_EVERYWHERE},
+        ),
+        Release(
+            "0.9.0",
+            "G",
+            "typer prepare-data; /render with truncation fields",
+            {**_RENDER_ERA, **_EVERYWHERE},
+        ),
+    )
 }
 
 #: Releases that cannot be tested here, and why.

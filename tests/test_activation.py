@@ -8,19 +8,10 @@ import textwrap
 from pathlib import Path
 
 import wrapt
-from conftest import RELEASE, RENDERS, run_python
+from conftest import RELEASE, run_python
 
 import speculators_qwen_compat as compat
-
-EXPECTED_STATES = {
-    # fix: (state on <= 0.7, state on 0.8+)
-    "mask_probe": ("applied", "not-needed"),
-    "row_guard": ("applied", "applied"),
-    "conversations": ("applied", "applied"),
-    "local_render": ("not-needed", "applied"),
-    "run_report": ("applied", "applied"),
-    "overwrite_guard": ("not-needed", "applied"),
-}
+from speculators_qwen_compat.releases import TESTED_RELEASES
 
 
 def _layers(func: object) -> int:
@@ -57,9 +48,9 @@ def test_status_json_per_release() -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["speculators"] == str(RELEASE)
-    assert report["tested"] is True
+    assert report["tested"] is True, f"{RELEASE} is not in releases.TESTED_RELEASES"
     states = {p["name"]: p["state"] for p in report["patches"]}
-    assert states == {name: pair[RENDERS] for name, pair in EXPECTED_STATES.items()}
+    assert states == TESTED_RELEASES[str(RELEASE)].fixes
 
 
 def test_switched_off_venv_wide_leaves_upstream_untouched() -> None:

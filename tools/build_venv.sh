@@ -6,16 +6,16 @@ set -euo pipefail
 release="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venvs/$release"
-reqs="$root/envs/$release.txt"
+reqs="${2:-$root/envs/$release.txt}"  # a release not in envs/ passes its own file
 stamp="$venv/.built"
-[ -f "$reqs" ] || { echo "no requirements file envs/$release.txt" >&2; exit 2; }
+[ -f "$reqs" ] || { echo "no requirements file $reqs" >&2; exit 2; }
 if [ -f "$stamp" ] && [ "$stamp" -nt "$reqs" ] && [ "$stamp" -nt "$root/envs/common.txt" ]; then
   exit 0
 fi
 rm -rf "$venv"
 python3.11 -m venv "$venv"
 pip="$venv/bin/python -m pip --disable-pip-version-check -q"
-$pip install -r "$reqs"
+(cd "$(dirname "$reqs")" && $pip install -r "$reqs")
 $pip install --no-deps "speculators==$release"
 touch "$stamp"
 echo "built $venv"

@@ -53,6 +53,8 @@ class RowGuardFix(Fix):
             if not callable(getattr(module, "_render_boundary_rows", None)):
                 return not_applicable("preprocessing has no _render_boundary_rows")
             return applies("_render_conversation_rows guarded per conversation")
+        if parameters(module._preprocess_batch)[1:2] not in (["tokenizer"], ["processor"]):
+            return not_applicable("_preprocess_batch does not take the tokenizer second")
         return applies("_preprocess_batch guarded per row")
 
     def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:

@@ -2,6 +2,8 @@
 
 Tells the installed speculators, transformers and datasets versions, whether the release is one
 we test, and per fix its state (applied, not-needed, not-applicable, disabled, failed) and why.
+``... doctor --model M [--data FILE] [--rows N]``: the template's profile, the mask strategy
+and a dry run over the data (doctor.py).
 """
 
 from __future__ import annotations
@@ -48,7 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     status_parser = commands.add_parser("status", help="which fixes apply to this venv, and why")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    doctor_parser = commands.add_parser(
+        "doctor", help="what the model's template demands, how masks will be made, a dry run"
+    )
+    from speculators_qwen_compat import doctor
+
+    doctor.add_arguments(doctor_parser)
     args = parser.parse_args(argv)
+    if args.command == "doctor":
+        return doctor.main(args)
     if args.command == "status":
         report = status_report()
         if args.json:

@@ -49,10 +49,13 @@ class BadConversation(ValueError):
 
 def pick_conversation(row: Mapping[str, Any], key: str | None = None) -> Any:
     """The conversation of a row: the named column, else ``conversations``, else ``messages``."""
-    for name in (key,) if key else CONVERSATION_KEYS:
+    names = (key,) if key else CONVERSATION_KEYS
+    for name in names:
         value = row.get(name)
         if value is not None:
             return value
+    if any(name in row for name in names):
+        raise BadConversation("conversation is null")
     raise BadConversation(
         f"no {key!r} column" if key else "no 'conversations' or 'messages' column"
     )
@@ -125,7 +128,21 @@ def _normalize_part(part: Any) -> Any:
         part = {k: v for k, v in part.items() if v is not None}
         if "text" in part and part.get("type", "text") == "text":
             return {"type": "text", "text": part["text"]}
+        if _inline_data(part):
+            # Copying image bytes into the training set is what speculators 0.8+ refuse too.
+            raise BadConversation("inline (base64) media in content; give file paths or URLs")
     return part
+
+
+def _inline_data(part: Mapping[str, Any]) -> bool:
+    if "base64" in part:
+        return True
+    for value in part.values():
+        if isinstance(value, Mapping):
+            value = value.get("url")
+        if isinstance(value, str) and value.startswith("data:"):
+            return True
+    return False
 
 
 def _normalize_tool_calls(calls: Any) -> list[dict[str, Any]]:

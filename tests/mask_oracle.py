@@ -5,6 +5,9 @@
 0.8+ (one row per assistant turn with context): the mask is 0...0 1...1; nothing before the
 turn's ``<|im_start|>assistant\\n`` is supervised, everything from its content on is.
 Rows are matched to conversations by their token ids, so a lost or extra row is caught too.
+``close_supervised``: on <= 0.7 a template with ``{% generation %}`` tags around the turn and
+its ``<|im_end|>`` (demo gallery ``generation_tags``) gets transformers' assistant mask, which
+supervises that ``<|im_end|>`` too; the newline after it stays unsupervised.
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ def expected_rows(
     return expected
 
 
-def check_masks(output_rows: list[dict], expected: list[dict], renders: bool) -> None:
+def check_masks(
+    output_rows: list[dict], expected: list[dict], renders: bool, close_supervised: bool = False
+) -> None:
     by_ids = {tuple(e["ids"]): e for e in expected}
     got = Counter(tuple(r["input_ids"]) for r in output_rows)
     want = Counter(tuple(e["ids"]) for e in expected)
@@ -65,22 +70,29 @@ def check_masks(output_rows: list[dict], expected: list[dict], renders: bool) ->
     )
     for row in output_rows:
         e = by_ids[tuple(row["input_ids"])]
-        check = _check_turn_mask if renders else _check_conversation_mask
-        check(row["loss_mask"], e["offsets"], e["text"])
+        if renders:
+            _check_turn_mask(row["loss_mask"], e["offsets"], e["text"])
+        else:
+            _check_conversation_mask(row["loss_mask"], e["offsets"], e["text"], close_supervised)
 
 
-def _assistant_spans(text: str) -> list[tuple[int, int]]:
+def _assistant_spans(text: str, close_supervised: bool = False) -> list[tuple[int, int]]:
     spans, start = [], text.find(OPEN)
     while start >= 0:
         begin = start + len(OPEN)
         end = text.find(CLOSE, begin)
-        spans.append((begin, end if end >= 0 else len(text)))
+        end = end if end >= 0 else len(text)
+        if close_supervised and text.startswith(CLOSE, end):
+            end += len(CLOSE)
+        spans.append((begin, end))
         start = text.find(OPEN, begin)
     return spans
 
 
-def _check_conversation_mask(mask: list[int], offsets: list, text: str) -> None:
-    spans = _assistant_spans(text)
+def _check_conversation_mask(
+    mask: list[int], offsets: list, text: str, close_supervised: bool = False
+) -> None:
+    spans = _assistant_spans(text, close_supervised)
     assert spans, "a kept row has no assistant turn"
     for i, (start, end) in enumerate(offsets):
         inside = any(s <= start and end <= e for s, e in spans)

@@ -1,0 +1,229 @@
+"""``python -m speculators_qwen_compat doctor --model M [--data FILE] [--rows N]``.
+
+Tells, before a long prepare_data run, what the target's chat template demands (probe renders,
+template_profile.py), how the installed speculators release will build loss masks for it
+(mask_strategy.py) and, for a data file, what the first N rows would give: skip counts by the
+reasons the run would report and one conversation with its trainable text marked (dry_run.py).
+Writes nothing. A fatal problem prints ``speculators_qwen_compat: error: ...`` and exits 1.
+It reads the template through the model's tokenizer (AutoTokenizer, no remote code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, TextIO
+
+from speculators_qwen_compat.dry_run import DryRun, data_files, dry_run
+from speculators_qwen_compat.errors import CompatError, reason_of
+from speculators_qwen_compat.fixes._upstream import PREPROCESSING
+from speculators_qwen_compat.fixes.conversations import CONVERSATIONS_KEY_ENV
+from speculators_qwen_compat.mask_strategy import detect_strategy
+from speculators_qwen_compat.template_profile import (
+    TemplateProfile,
+    TemplateUnusable,
+    profile_template,
+)
+
+DEFAULT_ROWS = 200
+DEFAULT_SEQ_LENGTH = 8192  # prepare_data's default
+SAMPLE_CHARS = 4000
+GREEN, RESET = "\x1b[32m", "\x1b[0m"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="target model id or folder")
+    parser.add_argument(
+        "--data", action="append", default=[], help="local .json/.jsonl file or folder (repeatable)"
+    )
+    parser.add_argument(
+        "--rows", type=int, default=DEFAULT_ROWS, help=f"rows to check (default {DEFAULT_ROWS})"
+    )
+    parser.add_argument(
+        "--seq-length",
+        type=int,
+        default=DEFAULT_SEQ_LENGTH,
+        help=f"as for prepare_data (default {DEFAULT_SEQ_LENGTH})",
+    )
+    parser.add_argument("--conversations-key", default=None, help="as for prepare_data")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a fatal error")
+
+
+def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        _doctor(args, out)
+    except Exception as exc:
+        out.flush()
+        if args.debug:
+            traceback.print_exc()
+        print(f"speculators_qwen_compat: error: {_message(exc, args.debug)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _doctor(args: argparse.Namespace, out: TextIO) -> None:
+    if args.rows < 1 or args.seq_length < 1:
+        raise CompatError("--rows and --seq-length must be positive")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.conversations_key:
+        os.environ[CONVERSATIONS_KEY_ENV] = args.conversations_key
+    files = data_files(args.data)  # a wrong path fails before the slow imports
+    tokenizer = load_tokenizer(args.model)
+    try:
+        profile = profile_template(tokenizer)
+    except TemplateUnusable as exc:
+        raise CompatError(f"--model {args.model}: {exc}") from None
+    print(f"model: {args.model}", file=out)
+    print_profile(profile, out)
+
+    release, preprocessing = import_preprocessing()
+    strategy = detect_strategy(preprocessing, tokenizer, args.model)
+    print(f"masks (speculators {release}):", file=out)
+    for line in strategy.describe():
+        print(f"  {line}", file=out)
+    if files:
+        result = dry_run(files, strategy, args.rows, args.seq_length, args.conversations_key)
+        print_dry_run(result, args.rows, tokenizer, out)
+
+
+def load_tokenizer(model: str) -> Any:
+    """The model's tokenizer; a missing folder or one without a chat template is fatal."""
+    path = Path(model).expanduser()
+    # Neither a folder nor a hub id ("name" or "org/name"): say so without a hub round trip.
+    if not path.exists() and (model.startswith(("/", ".", "~")) or model.count("/") > 1):
+        raise CompatError(f"--model {model}: no such folder")
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # probes trigger expected template warnings
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            str(path) if path.exists() else model
+        )
+    except Exception as exc:
+        raise CompatError(
+            f"--model {model}: cannot load its tokenizer ({reason_of(exc)}); pass a local "
+            "folder or a hub id reachable from here"
+        ) from None
+    if not getattr(tokenizer, "chat_template", None):
+        raise CompatError(f"--model {model}: the tokenizer has no chat template")
+    return tokenizer
+
+
+def import_preprocessing() -> tuple[str, Any]:
+    """(installed release, its preprocessing module with our fixes installed)."""
+    try:
+        release = version("speculators")
+    except PackageNotFoundError:
+        raise CompatError(
+            f"speculators is not installed in this Python ({sys.executable}); "
+            "install it to see how it will mask"
+        ) from None
+    from speculators_qwen_compat import install
+
+    install()  # the run's fixes: the conversation reader, the fixed probe, local rendering
+    try:
+        return release, importlib.import_module(PREPROCESSING)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "vllm":
+            raise CompatError(
+                f"speculators {release} imports vLLM in its data_generation package; "
+                "install vllm, or use speculators 0.5 or newer"
+            ) from exc
+        raise
+
+
+def _rejects(error: str | None, what: str) -> str:
+    return f'yes: {what} raises "{error}"' if error else "no"
+
+
+def print_profile(profile: TemplateProfile, out: TextIO) -> None:
+    if profile.system_error:
+        system = f'system messages are rejected: "{profile.system_error}"'
+    else:
+        system = _rejects(profile.late_system_error, "a system message after other turns")
+    prompt = profile.generation_prompt
+    if profile.open_think:
+        think = "ends in an open <think>: thinking on"
+    elif "</think>" in prompt:
+        think = "pre-fills an empty think block: thinking off"
+    else:
+        think = "no think block"
+    reasoning = {
+        "kept": "kept for every assistant turn",
+        "dropped": "dropped for turns before the last user query",
+        "not rendered": "not rendered at all (the template ignores reasoning_content)",
+    }.get(profile.history_reasoning, profile.history_reasoning)
+    lines = [
+        ("needs a user turn", _rejects(profile.assistant_only_error, "[assistant] alone")),
+        ("system must come first", system),
+        ("strict alternation", _rejects(profile.alternation_error, "a repeated role")),
+        (
+            "generation tags",
+            "yes: {% generation %} marks assistant text" if profile.generation_tags else "no",
+        ),
+        ("generation prompt", f"{prompt!r} ({think})"),
+        ("history reasoning", reasoning),
+    ]
+    print("template profile:", file=out)
+    for label, value in lines:
+        print(f"  {label + ':':<24}{value}", file=out)
+
+
+def print_dry_run(result: DryRun, max_rows: int, tokenizer: Any, out: TextIO) -> None:
+    if result.pretokenized:
+        print("data: pre-tokenized rows (input_ids, loss_mask) pass through unrendered", file=out)
+        return
+    tally = result.tally
+    print(
+        f"data: first {tally.conversations_in} of {result.rows_total} rows "
+        f"(--rows {max_rows}); nothing is written",
+        file=out,
+    )
+    print(f"  would keep {result.kept} conversations as {result.rows_out} rows", file=out)
+    print(f"  would skip {tally.skipped_total} of {tally.conversations_in} conversations", file=out)
+    for reason, count in tally.skipped.most_common():
+        example = (tally.examples.get(reason) or [""])[0]
+        print(f'    {count} x "{reason}"' + (f" (e.g. {example})" if example else ""), file=out)
+    if result.sample is None:
+        return
+    color = _use_color(out)
+    legend = "trainable text in green" if color else "trainable text in [[ ]]"
+    rows = result.sample.rows
+    which = f", row {len(rows)} of {len(rows)}" if len(rows) > 1 else ""
+    print(f"sample ({result.sample.source}{which}; {legend}):", file=out)
+    text = marked_text(tokenizer, rows[-1].input_ids, rows[-1].loss_mask, color)
+    if len(text) > SAMPLE_CHARS:
+        text = text[:SAMPLE_CHARS] + " ..."
+    for line in text.splitlines():
+        print(f"  {line}", file=out)
+
+
+def marked_text(tokenizer: Any, ids: list[int], mask: list[int], color: bool = False) -> str:
+    """The decoded row with its trainable runs wrapped in [[ ]] (or green when ``color``)."""
+    pieces: list[str] = []
+    start = 0
+    for end in range(1, len(ids) + 1):
+        if end == len(ids) or bool(mask[end]) != bool(mask[start]):
+            text = tokenizer.decode(ids[start:end], skip_special_tokens=False)
+            if mask[start]:
+                text = f"{GREEN}{text}{RESET}" if color else f"[[{text}]]"
+            pieces.append(text)
+            start = end
+    return "".join(pieces)
+
+
+def _use_color(out: TextIO) -> bool:
+    return out.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _message(exc: Exception, debug: bool) -> str:
+    if isinstance(exc, CompatError):
+        return reason_of(exc, limit=2000)
+    hint = "" if debug else " (rerun with --debug for the traceback)"
+    return f"{type(exc).__name__}: {reason_of(exc, limit=600)}{hint}"

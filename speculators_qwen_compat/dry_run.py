@@ -1,0 +1,107 @@
+"""``doctor``'s pass over the first rows of a data file: what prepare_data would keep and skip.
+
+It reads the files as the run does (data_files.py), parses and normalises each row with the
+run's own batch reader (fixes/conversations.read_batch), builds the rows the way the installed
+release masks (mask_strategy.py) and counts every skip in a ledger, so the reasons are the
+strings the run's ``compat_report.json`` would hold. Nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from speculators_qwen_compat import ledger
+from speculators_qwen_compat.data_files import (
+    LINE_COLUMN,
+    SOURCE_COLUMN,
+    local_json_files,
+    read_rows,
+)
+from speculators_qwen_compat.errors import CompatError, reason_of
+from speculators_qwen_compat.fixes.conversations import read_batch
+from speculators_qwen_compat.fixes.row_guard import NOTHING_TO_SUPERVISE
+from speculators_qwen_compat.ledger import Ledger, Tally
+from speculators_qwen_compat.mask_strategy import MaskStrategy, Row
+
+
+@dataclass
+class Sample:
+    """One kept conversation and the rows it gives."""
+
+    source: str
+    rows: list[Row]
+
+
+@dataclass
+class DryRun:
+    rows_total: int = 0
+    tally: Tally = field(default_factory=Tally)
+    rows_out: int = 0
+    sample: Sample | None = None
+    pretokenized: bool = False
+
+    @property
+    def kept(self) -> int:
+        return self.tally.conversations_in - self.tally.skipped_total
+
+
+def data_files(specs: list[str]) -> list[Path]:
+    """The local files ``--data`` names; anything else is a fatal error."""
+    files: list[Path] = []
+    for spec in specs:
+        found = local_json_files(spec)
+        if found is None:
+            raise CompatError(f"--data {spec}: doctor reads local .json/.jsonl files and folders")
+        files.extend(found)
+    return files
+
+
+def dry_run(
+    files: list[Path],
+    strategy: MaskStrategy,
+    max_rows: int,
+    max_length: int,
+    conversations_key: str | None = None,
+) -> DryRun:
+    raw = read_rows(files, conversations_key)
+    result = DryRun(rows_total=len(raw.lines), pretokenized=raw.pretokenized)
+    if raw.pretokenized:  # upstream passes such rows through untouched
+        return result
+    lines, sources = raw.lines[:max_rows], raw.sources[:max_rows]
+    run = Ledger()
+    best = -1
+    try:
+        with ledger.batch(len(lines)):
+            batch = read_batch({LINE_COLUMN: lines, SOURCE_COLUMN: sources})
+            conversations = batch["conversations"]
+            tools = batch.get("tools") or [None] * len(conversations)
+            for conversation, conv_tools, where in zip(
+                conversations, tools, batch[SOURCE_COLUMN], strict=True
+            ):
+                rows = _supervised_rows(strategy, conversation, conv_tools, max_length, where)
+                if not rows:
+                    continue
+                result.rows_out += len(rows)
+                # Show a conversation with several assistant turns when there is one.
+                score = min(2, sum(turn["role"] == "assistant" for turn in conversation))
+                if score > best:
+                    best, result.sample = score, Sample(where, rows)
+    finally:
+        result.tally = run.close()
+    return result
+
+
+def _supervised_rows(
+    strategy: MaskStrategy, conversation: list[dict[str, Any]], tools: Any, limit: int, where: str
+) -> list[Row]:
+    try:
+        rows = strategy.rows(conversation, tools, limit)
+    except Exception as exc:  # the template's (or upstream's) own message is the reason
+        ledger.skip(reason_of(exc), where)
+        return []
+    rows = [row for row in rows if any(row.loss_mask)]
+    if not rows:
+        ledger.skip(NOTHING_TO_SUPERVISE, where)
+    return rows

@@ -1,0 +1,147 @@
+"""``python -m speculators_qwen_compat doctor``: the template profile, the mask strategy of the
+installed release and a dry run over data, on the bundled demo model and sample files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import RENDERS, last_line, subprocess_env
+
+from speculators_qwen_compat import demo
+from speculators_qwen_compat.demo.gallery import GALLERY_REJECTS, gallery_template
+from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
+from speculators_qwen_compat.doctor import marked_text
+from speculators_qwen_compat.template_profile import profile_template
+
+PREFIX = "speculators_qwen_compat: error: "
+
+
+def _doctor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "speculators_qwen_compat", "doctor", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=subprocess_env(),
+        timeout=600,
+    )
+
+
+def _tokenizer(model: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(model))
+
+
+def test_demo_model_and_data(tmp_path: Path) -> None:
+    result = _doctor(
+        "--model", str(demo.MODEL_DIR), "--data", str(demo.OPENAI_SAMPLE),
+        "--data", str(demo.SHAREGPT_SAMPLE), "--seq-length", "512", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for line in (
+        'needs a user turn:      yes: [assistant] alone raises "No user query found in messages."',
+        "system must come first: yes: a system message after other turns raises "
+        '"System message must be at the beginning."',
+        "strict alternation:     no",
+        "generation tags:        no",
+        "generation prompt:      '<|im_start|>assistant\\n<think>\\n' (ends in an open <think>",
+        "history reasoning:      dropped for turns before the last user query",
+    ):
+        assert f"  {line}" in out, out
+    if RENDERS:
+        assert "render boundary: one row per assistant turn" in out
+    else:
+        assert "regex pattern fallback" in out
+        assert "<\\|im_start\\|>assistant\\n((?:(?!<\\|im_start\\|).)*?)<\\|im_end\\|>\\n" in out
+
+    # Each sample file holds every rejected kind once, after 30 good conversations.
+    skipped = Counter(REJECTED_REASONS.values())
+    total = 2 * (30 + len(REJECTED_REASONS))
+    assert f"data: first {total} of {total} rows" in out
+    assert f"would keep 60 conversations as {90 if RENDERS else 60} rows" in out
+    assert f"would skip {2 * sum(skipped.values())} of {total} conversations" in out
+    for reason, count in skipped.items():
+        assert f'    {2 * count} x "{reason}" (e.g. {demo.OPENAI_SAMPLE}:' in out
+    assert "trainable text in [[ ]]" in out and "[[" in out
+    assert list(tmp_path.iterdir()) == [], "doctor wrote something"
+
+
+def test_generation_tags_template_and_rows_limit(tmp_path: Path) -> None:
+    model = demo.write_model(tmp_path / "gen", template=gallery_template("generation_tags"))
+    # The first 31 rows of the OpenAI sample: 30 good ones and an assistant-only one.
+    result = _doctor("--model", str(model), "--data", str(demo.OPENAI_SAMPLE), "--rows", "31")
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "  generation tags:        yes" in out
+    assert "data: first 31 of 34 rows" in out
+    assert f'    1 x "{GALLERY_REJECTS["generation_tags"]}"' in out
+    if RENDERS:
+        assert "render boundary" in out
+    else:  # the fixed probe finds the tags: transformers' mask, closing token included
+        assert "HF assistant mask" in out
+        assert "<|im_end|>]]" in out
+
+
+def test_missing_model_is_one_line(tmp_path: Path) -> None:
+    result = _doctor("--model", str(tmp_path / "no-such-model"))
+    assert result.returncode == 1
+    assert (
+        last_line(result.stderr) == f"{PREFIX}--model {tmp_path / 'no-such-model'}: no such folder"
+    )
+    assert result.stdout == ""
+
+
+def test_missing_data_is_one_line(tmp_path: Path) -> None:
+    result = _doctor("--model", str(demo.MODEL_DIR), "--data", str(tmp_path / "none.jsonl"))
+    assert result.returncode == 1
+    assert last_line(result.stderr) == f"{PREFIX}--data {tmp_path / 'none.jsonl'}: no such file"
+
+
+@pytest.mark.parametrize(
+    ("template", "user", "system_first", "alternation", "tags", "history"),
+    [
+        ("alternation", True, True, True, False, "kept"),
+        ("system_first", False, True, False, False, "dropped"),
+        ("generation_tags", True, False, False, True, "kept"),
+        ("qwen35", True, True, False, False, "dropped"),
+    ],
+)
+def test_profile_of_gallery_templates(
+    tmp_path: Path,
+    template: str,
+    user: bool,
+    system_first: bool,
+    alternation: bool,
+    tags: bool,
+    history: str,
+) -> None:
+    text = demo.chat_template("qwen35") if template == "qwen35" else gallery_template(template)
+    profile = profile_template(_tokenizer(demo.write_model(tmp_path, template=text)))
+    assert profile.needs_user_turn == user
+    assert profile.system_must_be_first == system_first
+    assert profile.strict_alternation == alternation
+    assert profile.generation_tags == tags
+    assert profile.history_reasoning == history
+    if template in GALLERY_REJECTS:
+        assert GALLERY_REJECTS[template] in {
+            profile.assistant_only_error,
+            profile.late_system_error,
+            profile.alternation_error,
+        }
+        assert profile.generation_prompt == "<|im_start|>assistant\n"
+    else:  # Qwen3.5-small: thinking off, an empty think block pre-filled
+        assert profile.generation_prompt == "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+        assert not profile.open_think
+
+
+def test_marked_text_wraps_trainable_runs() -> None:
+    tokenizer = _tokenizer(demo.MODEL_DIR)
+    ids = tokenizer.encode("<|im_start|>assistant\nHello there<|im_end|>", add_special_tokens=False)
+    mask = [0, 0, 0] + [1] * (len(ids) - 3)
+    assert marked_text(tokenizer, ids, mask) == "<|im_start|>assistant\n[[Hello there<|im_end|>]]"

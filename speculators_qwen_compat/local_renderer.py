@@ -4,12 +4,15 @@
 messages (with the request's tools and chat-template kwargs), tokenizes the text without adding
 special tokens, and, when asked (speculators 0.9 always asks), truncates to
 ``truncate_prompt_tokens`` on ``truncation_side``. The masks speculators 0.8+ derive compare token
-prefixes of several renders, so this must give exactly those ids.
+prefixes of several renders, so this must give exactly those ids; text-parts content is joined
+the way vLLM joins it for the template (content_format.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from speculators_qwen_compat.content_format import STRING, as_strings, content_format
 
 _processors: dict[str, Any] = {}
 
@@ -40,6 +43,8 @@ def render_ids(
     truncate_prompt_tokens: int | None = None,
     truncation_side: str | None = None,
 ) -> list[int]:
+    if content_format(getattr(processor, "chat_template", None)) == STRING:
+        messages = as_strings(messages)
     text = processor.apply_chat_template(
         messages,
         tools=tools,

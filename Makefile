@@ -7,17 +7,19 @@ PYTHON ?= python3.11
 # Every tested release, read from speculators_qwen_compat/releases.py (the one table).
 RELEASES := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); \
 	from speculators_qwen_compat.releases import TESTED_RELEASES as t; print(*t)')
+# The two releases the quick loop uses (the seed's and the newest).
 CORE_RELEASES := 0.5.0 0.9.0
 DEMO_RELEASE := 0.9.0
 VENVS := .venvs
 WHEEL_DIR := build/wheel
 PYTEST_ARGS ?=
 
-.PHONY: test demo lint wheel venvs clean help matrix check-new-release support-table
+.PHONY: test test-quick demo lint wheel venvs clean help matrix check-new-release support-table bench
 
 help:
 	@echo "make demo   - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
-	@echo "make test   - lint, then the test suite against speculators $(CORE_RELEASES)"
+	@echo "make test   - lint, then the suite in a venv per tested release ($(RELEASES))"
+	@echo "make test-quick - the same against $(CORE_RELEASES) only"
 	@echo "make lint   - ruff"
 	@echo "make matrix - the suite in the venv of every tested release, and a release x fix table"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
@@ -40,13 +42,16 @@ install-%: $(VENVS)/%/.built wheel
 	$(VENVS)/$*/bin/python -m pip -q --disable-pip-version-check install --force-reinstall \
 		--no-deps $(WHEEL_DIR)/*.whl
 
-venvs: $(addprefix $(VENVS)/,$(addsuffix /.built,$(CORE_RELEASES)))
+venvs: $(addprefix $(VENVS)/,$(addsuffix /.built,$(RELEASES)))
 
 lint: $(VENVS)/tools/.built
 	$(VENVS)/tools/bin/ruff check speculators_qwen_compat tests tools
 	$(VENVS)/tools/bin/ruff format --check speculators_qwen_compat tests tools
 
-test: lint $(addprefix install-,$(CORE_RELEASES))
+# The whole matrix: every tested release, then a release x fix table.
+test: matrix
+
+test-quick: lint $(addprefix install-,$(CORE_RELEASES))
 	@set -e; for r in $(CORE_RELEASES); do \
 		echo "== speculators $$r"; \
 		HF_HUB_OFFLINE=1 $(VENVS)/$$r/bin/python -P -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests; \
@@ -76,3 +81,8 @@ clean:
 
 distclean: clean
 	rm -rf $(VENVS)
+
+# Ratios measured side by side in one run (bench/run_bench.py, a few minutes): prints the table,
+# writes bench/RESULTS.md and the bench section of README.md.
+bench: install-0.5.0 install-0.9.0
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/run_bench.py

@@ -36,6 +36,12 @@ def fix_states(release: str) -> dict[str, str]:
     return {p["name"]: p["state"] for p in json.loads(out.stdout)["patches"]}
 
 
+def counts(summary: str) -> tuple[int, int]:
+    """(passed, failed + errors) from a pytest summary line."""
+    found = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|error)", summary)}
+    return found.get("passed", 0), found.get("failed", 0) + found.get("error", 0)
+
+
 def run_suite(release: str, pytest_args: list[str]) -> tuple[bool, str]:
     started = time.monotonic()
     result = subprocess.run(
@@ -89,6 +95,9 @@ def main(argv: list[str]) -> int:
     rendered = table(rows)
     (ROOT / "build" / "matrix.md").write_text(rendered + "\n")
     print(rendered)
+    totals = [counts(summary) for _, _, summary in rows.values()]
+    passed, failed = sum(p for p, _ in totals), sum(f for _, f in totals)
+    print(f"matrix: {passed} passed, {failed} failed")
     return 0 if ok else 1
 
 

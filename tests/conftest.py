@@ -42,6 +42,24 @@ def run_prepare(*args: str, cwd: Path | None = None, **env: str) -> subprocess.C
     )
 
 
+def prepare(
+    model: Path | str,
+    output: Path,
+    *data: Path | str,
+    extra: tuple[str, ...] = (),
+    workers: int = 2,
+    seq_length: int = 512,
+    **env: str,
+) -> subprocess.CompletedProcess:
+    """The usual prepare_data run: a model, one or more --data, an output folder."""
+    data_args = [arg for path in data for arg in ("--data", str(path))]
+    return run_prepare(
+        "--model", str(model), *data_args, "--output", str(output),
+        "--seq-length", str(seq_length), "--num-preprocessing-workers", str(workers), *extra,
+        **env,
+    )  # fmt: skip
+
+
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
     """Run Python code in a fresh interpreter of this venv."""
     return subprocess.run(

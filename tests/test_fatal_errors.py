@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import good_rows, last_line, read_report, rejected_rows, run_prepare, write_dataset
+from conftest import good_rows, last_line, prepare, read_report, rejected_rows, write_dataset
 
 PREFIX = "speculators_qwen_compat: error: "
 
 
 def _prepare(model: Path | str, data: Path | str, output: Path, *extra: str):
-    return run_prepare(
-        "--model", str(model), "--data", str(data), "--output", str(output),
-        "--seq-length", "512", "--num-preprocessing-workers", "1", *extra,
-    )  # fmt: skip
+    return prepare(model, output, data, extra=extra, workers=1)
 
 
 def _fatal(result) -> str:

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import RELEASE, RENDERS, read_report, run_prepare
+from conftest import RELEASE, RENDERS, prepare, read_report
 from hostile_corpus import as_sharegpt, corpus, jsonl
 from mask_oracle import check_masks, expected_rows, load_rows
 from packaging.version import Version
@@ -29,9 +29,7 @@ def _tokenizer(model: Path):
 
 
 def _prepare(model: Path, output: Path, *data: Path):
-    args = [arg for path in data for arg in ("--data", str(path))]
-    return run_prepare("--model", str(model), *args, "--output", str(output),
-                       "--seq-length", str(SEQ), "--num-preprocessing-workers", "2")  # fmt: skip
+    return prepare(model, output, *data, seq_length=SEQ)
 
 
 @pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])

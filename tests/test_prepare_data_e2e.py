@@ -16,6 +16,7 @@ from conftest import (
     RENDERS,
     good_rows,
     last_line,
+    prepare,
     read_report,
     rejected_rows,
     run_prepare,
@@ -26,7 +27,7 @@ from packaging.version import Version
 
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
 
-SEQ_LENGTH = "512"
+SEQ_LENGTH = 512
 WITH_TOOLS = Version("0.7") <= RELEASE  # 0.7+ pass a row's tools column to the template
 
 
@@ -44,21 +45,10 @@ def test_both_formats_with_rejected_rows(model_dir: Path, tmp_path: Path, shareg
     data = write_dataset(tmp_path / "data.jsonl", rows, sharegpt=sharegpt)
     output = tmp_path / "out"
 
-    result = run_prepare(
-        "--model",
-        str(model_dir),
-        "--data",
-        str(data),
-        "--output",
-        str(output),
-        "--seq-length",
-        SEQ_LENGTH,
-        "--num-preprocessing-workers",
-        "2",
-    )
+    result = prepare(model_dir, output, data)
     assert result.returncode == 0, result.stderr[-3000:]
 
-    expected = expected_rows(_tokenizer(model_dir), good, RENDERS, WITH_TOOLS, int(SEQ_LENGTH))
+    expected = expected_rows(_tokenizer(model_dir), good, RENDERS, WITH_TOOLS, SEQ_LENGTH)
     check_masks(load_rows(output), expected, RENDERS)
 
     report = read_report(output)
@@ -78,21 +68,11 @@ def test_seed_command_line(qwen36_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "tokenized").mkdir()
     (tmp_path / "tokenized" / "data-00000-of-00001.arrow").write_bytes(b"stale")
     result = run_prepare(
-        "--model",
-        str(qwen36_dir),
-        "--data",
-        data.name,
-        "--output",
-        "tokenized",
-        "--max-samples",
-        "800000",
-        "--seq-length",
-        "512",
-        "--num-preprocessing-workers",
-        "2",
-        "--overwrite",
+        "--model", str(qwen36_dir), "--data", data.name, "--output", "tokenized",
+        "--max-samples", "800000", "--seq-length", "512",
+        "--num-preprocessing-workers", "2", "--overwrite",
         cwd=tmp_path,
-    )
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     files = {p.name for p in (tmp_path / "tokenized").iterdir()}
     assert {"dataset_info.json", "state.json", "compat_report.json"} <= files
@@ -111,18 +91,7 @@ def test_file_mixing_formats_row_by_row(qwen36_dir: Path, tmp_path: Path) -> Non
     with data.open("a", encoding="utf-8") as fh:
         fh.write(write_dataset(tmp_path / "sg.jsonl", good[1::2], sharegpt=True).read_text())
     output = tmp_path / "out"
-    result = run_prepare(
-        "--model",
-        str(qwen36_dir),
-        "--data",
-        str(data),
-        "--output",
-        str(output),
-        "--seq-length",
-        SEQ_LENGTH,
-        "--num-preprocessing-workers",
-        "2",
-    )
+    result = prepare(qwen36_dir, output, data)
     assert result.returncode == 0, result.stderr[-3000:]
     check_masks(
         load_rows(output),
@@ -136,20 +105,7 @@ def test_conversations_key_names_another_column(qwen36_dir: Path, tmp_path: Path
     rows = [{"dialogue": row["messages"]} for row in good_rows(6)]
     data = write_dataset(tmp_path / "d.jsonl", rows)
     output = tmp_path / "out"
-    result = run_prepare(
-        "--model",
-        str(qwen36_dir),
-        "--data",
-        str(data),
-        "--output",
-        str(output),
-        "--seq-length",
-        SEQ_LENGTH,
-        "--num-preprocessing-workers",
-        "1",
-        "--conversations-key",
-        "dialogue",
-    )
+    result = prepare(qwen36_dir, output, data, extra=("--conversations-key", "dialogue"), workers=1)
     assert result.returncode == 0, result.stderr[-3000:]
     assert read_report(output)["conversations_in"] == 6
     assert load_rows(output)

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import RENDERS, good_rows, read_report, rejected_rows, run_prepare, write_dataset
+from conftest import RENDERS, good_rows, prepare, read_report, rejected_rows, write_dataset
 from mask_oracle import load_rows
 from render_server import RenderServer
 
 
 def _prepare(model: Path, data: Path, output: Path, *extra: str):
-    return run_prepare(
-        "--model", str(model), "--data", str(data), "--output", str(output),
-        "--seq-length", "512", "--num-preprocessing-workers", "2", *extra,
-    )  # fmt: skip
+    return prepare(model, output, data, extra=extra)
 
 
 def test_local_and_http_rendering_give_identical_rows(qwen36_dir: Path, tmp_path: Path) -> None:

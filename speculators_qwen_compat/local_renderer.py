@@ -43,7 +43,8 @@ def render_ids(
     truncate_prompt_tokens: int | None = None,
     truncation_side: str | None = None,
 ) -> list[int]:
-    if content_format(getattr(processor, "chat_template", None)) == STRING:
+    template = getattr(processor, "chat_template", None)
+    if isinstance(template, str) and content_format(template) == STRING:  # dicts: named templates
         messages = as_strings(messages)
     text = processor.apply_chat_template(
         messages,

@@ -8,23 +8,32 @@ heavy, so the venv-wide ``.pth`` costs next to nothing at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
-from speculators_qwen_compat.activation import (
-    NOT_NEEDED,
-    PENDING,
-    FixStatus,
-    registry,
-    switched_off_by_env,
-)
+    from speculators_qwen_compat.activation import FixStatus
 
 __version__ = "0.1.0"
 __all__ = ["FixStatus", "__version__", "install", "installed", "status", "uninstall"]
 
 
+def __getattr__(name: str) -> object:
+    # The .pth imports this package in every interpreter: activation (logging, threading,
+    # dataclasses) is imported on first use, not then.
+    if name == "FixStatus":
+        from speculators_qwen_compat.activation import FixStatus
+
+        return FixStatus
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def install(disable: Iterable[str] | None = None) -> None:
     """Switch the fixes on (idempotent). ``disable`` names fixes to leave off; by default the
     names listed in ``SPECULATORS_QWEN_COMPAT`` are left off."""
+    from speculators_qwen_compat._startup import switched_off_by_env
+    from speculators_qwen_compat.activation import registry
+
     if disable is None:
         _, disable = switched_off_by_env()
     registry().install(disable)
@@ -32,10 +41,14 @@ def install(disable: Iterable[str] | None = None) -> None:
 
 def uninstall() -> None:
     """Put back every upstream attribute the fixes replaced (idempotent)."""
+    from speculators_qwen_compat.activation import registry
+
     registry().uninstall()
 
 
 def installed() -> bool:
+    from speculators_qwen_compat.activation import registry
+
     return registry().active
 
 
@@ -46,6 +59,8 @@ def status(resolve: bool = True) -> list[FixStatus]:
     (which applies the fix) or, when the installed release has no such module, the fix is
     reported not-needed.
     """
+    from speculators_qwen_compat.activation import NOT_NEEDED, PENDING, FixStatus, registry
+
     reg = registry()
     if resolve and reg.active:
         for fix in reg.fixes:

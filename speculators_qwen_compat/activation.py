@@ -9,18 +9,16 @@ would otherwise surface as an ImportError of upstream's own module.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-log = logging.getLogger("speculators_qwen_compat")
+from speculators_qwen_compat import _startup
+from speculators_qwen_compat._startup import ENV_SWITCH, switched_off_by_env  # noqa: F401
 
-#: Environment switch. Unset or "1": everything on. "0"/"off"/"false": the .pth stays idle.
-#: Any other value is a comma list of fix names to leave off (a leading "-" is accepted).
-ENV_SWITCH = "SPECULATORS_QWEN_COMPAT"
+log = logging.getLogger("speculators_qwen_compat")
 
 APPLIED = "applied"
 NOT_NEEDED = "not-needed"
@@ -189,21 +187,12 @@ def _hook_for(registry: _Registry, fix: Fix, module_name: str) -> Callable[[Modu
     return hook
 
 
-def switched_off_by_env(environ: dict[str, str] | None = None) -> tuple[bool, set[str]]:
-    """Read ENV_SWITCH: (whole package off for the .pth, names of fixes switched off)."""
-    value = (environ if environ is not None else os.environ).get(ENV_SWITCH, "").strip()
-    if value.lower() in ("0", "off", "false", "no"):
-        return True, set()
-    if value.lower() in ("", "1", "on", "true", "yes"):
-        return False, set()
-    return False, {part.strip().lstrip("-") for part in value.split(",") if part.strip()}
-
-
 _registry: _Registry | None = None
 
 
 def registry() -> _Registry:
     global _registry
+    _startup.settle()  # the .pth's install, if it still waits for speculators to be imported
     if _registry is None:
         from speculators_qwen_compat.fixes import ALL_FIXES
 

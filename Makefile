@@ -45,8 +45,8 @@ install-%: $(VENVS)/%/.built wheel
 venvs: $(addprefix $(VENVS)/,$(addsuffix /.built,$(RELEASES)))
 
 lint: $(VENVS)/tools/.built
-	$(VENVS)/tools/bin/ruff check speculators_qwen_compat tests tools
-	$(VENVS)/tools/bin/ruff format --check speculators_qwen_compat tests tools
+	$(VENVS)/tools/bin/ruff check speculators_qwen_compat tests tools bench
+	$(VENVS)/tools/bin/ruff format --check speculators_qwen_compat tests tools bench
 
 # The whole matrix: every tested release, then a release x fix table.
 test: matrix

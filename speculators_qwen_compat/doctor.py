@@ -14,11 +14,11 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TextIO
 
+from speculators_qwen_compat.cli_support import debug_requested, run_main
 from speculators_qwen_compat.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.errors import CompatError, reason_of
 from speculators_qwen_compat.fixes._upstream import PREPROCESSING
@@ -55,16 +55,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    try:
-        _doctor(args, out)
-    except Exception as exc:
-        out.flush()
-        if args.debug:
-            traceback.print_exc()
-        print(f"speculators_qwen_compat: error: {_message(exc, args.debug)}", file=sys.stderr)
-        return 1
-    return 0
+    stream = out or sys.stdout
+
+    def body() -> int:
+        try:
+            _doctor(args, stream)
+        finally:
+            stream.flush()  # the report so far comes before the error line
+        return 0
+
+    return run_main(body, debug_requested(args.debug))
 
 
 def _doctor(args: argparse.Namespace, out: TextIO) -> None:
@@ -220,10 +220,3 @@ def marked_text(tokenizer: Any, ids: list[int], mask: list[int], color: bool = F
 
 def _use_color(out: TextIO) -> bool:
     return out.isatty() and not os.environ.get("NO_COLOR")
-
-
-def _message(exc: Exception, debug: bool) -> str:
-    if isinstance(exc, CompatError):
-        return reason_of(exc, limit=2000)
-    hint = "" if debug else " (rerun with --debug for the traceback)"
-    return f"{type(exc).__name__}: {reason_of(exc, limit=600)}{hint}"

@@ -62,9 +62,13 @@ def test_both_formats_with_rejected_rows(model_dir: Path, tmp_path: Path, shareg
     assert '2 x "No user query found in messages."' in summary
 
 
-def test_seed_command_line(qwen36_dir: Path, tmp_path: Path) -> None:
-    """The issue's command line, unchanged but for a local model and --seq-length 512."""
-    data = write_dataset(tmp_path / "all_prompts_sharegpt.jsonl", good_rows(30), sharegpt=True)
+@pytest.mark.parametrize("sharegpt", [True, False], ids=["sharegpt", "openai"])
+def test_seed_command_line(qwen36_dir: Path, tmp_path: Path, sharegpt: bool) -> None:
+    """The issue's command line, unchanged but for a local model and --seq-length 512, on data
+    with rejected rows mixed in, over a folder holding a stale dataset."""
+    good = good_rows(30)
+    rows = good[:15] + [row for _, row in rejected_rows()] + good[15:]
+    data = write_dataset(tmp_path / "all_prompts_sharegpt.jsonl", rows, sharegpt=sharegpt)
     (tmp_path / "tokenized").mkdir()
     (tmp_path / "tokenized" / "data-00000-of-00001.arrow").write_bytes(b"stale")
     result = run_prepare(
@@ -79,9 +83,10 @@ def test_seed_command_line(qwen36_dir: Path, tmp_path: Path) -> None:
     assert any(name.endswith(".arrow") for name in files)
     if not RENDERS:  # 0.9 skips token frequencies by default (--skip-token-freq)
         assert "token_freq.pt" in files
-    rows = load_rows(tmp_path / "tokenized")
-    expected = expected_rows(_tokenizer(qwen36_dir), good_rows(30), RENDERS, WITH_TOOLS, 512)
-    check_masks(rows, expected, RENDERS)
+    rows_out = load_rows(tmp_path / "tokenized")
+    expected = expected_rows(_tokenizer(qwen36_dir), good, RENDERS, WITH_TOOLS, 512)
+    check_masks(rows_out, expected, RENDERS)
+    assert read_report(tmp_path / "tokenized")["conversations_in"] == len(rows)
 
 
 def test_file_mixing_formats_row_by_row(qwen36_dir: Path, tmp_path: Path) -> None:

@@ -3,14 +3,18 @@ as one line ``speculators_qwen_compat: error: ...`` (the traceback only when ask
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import sys
 import traceback
 from collections.abc import Callable
+from types import ModuleType
 
 from speculators_qwen_compat import install
 from speculators_qwen_compat.activation import ENV_SWITCH, registry, switched_off_by_env
 from speculators_qwen_compat.errors import CompatError, reason_of
+from speculators_qwen_compat.fixes._upstream import PREPROCESSING
 
 DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
 ERROR_PREFIX = "speculators_qwen_compat: error: "
@@ -48,3 +52,29 @@ def fatal_message(exc: BaseException, debug: bool) -> str:
         return reason_of(exc, limit=2000)
     hint = "" if debug else " (rerun with --debug for the traceback)"
     return f"{type(exc).__name__}: {reason_of(exc, limit=600)}{hint}"
+
+
+def has_module(name: str) -> bool:
+    """Whether ``name`` can be imported (its parent packages are imported to find out)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
+
+
+def import_preprocessing() -> ModuleType:
+    """Upstream's preprocessing module, or a CompatError saying why it cannot be imported."""
+    if not has_module("speculators"):
+        raise CompatError(
+            f"speculators is not installed in this Python ({sys.executable}); "
+            "install it first (pip install speculators)"
+        )
+    try:
+        return importlib.import_module(PREPROCESSING)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "vllm":
+            raise CompatError(
+                "this speculators release imports vLLM in its data_generation package "
+                "(0.3/0.4); install vllm, or use speculators 0.5 or newer"
+            ) from exc
+        raise

@@ -11,17 +11,16 @@ It reads the template through the model's tokenizer (AutoTokenizer, no remote co
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TextIO
 
+from speculators_qwen_compat import cli_support
 from speculators_qwen_compat.cli_support import debug_requested, run_main
 from speculators_qwen_compat.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.errors import CompatError, reason_of
-from speculators_qwen_compat.fixes._upstream import PREPROCESSING
 from speculators_qwen_compat.fixes.conversations import CONVERSATIONS_KEY_ENV
 from speculators_qwen_compat.mask_strategy import detect_strategy
 from speculators_qwen_compat.template_profile import (
@@ -117,25 +116,11 @@ def load_tokenizer(model: str) -> Any:
 
 def import_preprocessing() -> tuple[str, Any]:
     """(installed release, its preprocessing module with our fixes installed)."""
-    try:
-        release = version("speculators")
-    except PackageNotFoundError:
-        raise CompatError(
-            f"speculators is not installed in this Python ({sys.executable}); "
-            "install it to see how it will mask"
-        ) from None
     from speculators_qwen_compat import install
 
     install()  # the run's fixes: the conversation reader, the fixed probe, local rendering
-    try:
-        return release, importlib.import_module(PREPROCESSING)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] == "vllm":
-            raise CompatError(
-                f"speculators {release} imports vLLM in its data_generation package; "
-                "install vllm, or use speculators 0.5 or newer"
-            ) from exc
-        raise
+    preprocessing = cli_support.import_preprocessing()
+    return version("speculators"), preprocessing
 
 
 def _rejects(error: str | None, what: str) -> str:

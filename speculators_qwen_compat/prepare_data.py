@@ -11,8 +11,6 @@ ends with one line ``speculators_qwen_compat: error: ...`` and exit 1.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import logging
 import os
@@ -21,9 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat import status
-from speculators_qwen_compat.cli_support import activate, debug_requested, run_main
-from speculators_qwen_compat.errors import CompatError
-from speculators_qwen_compat.fixes._upstream import CLI_PREPARE_DATA, PREPROCESSING
+from speculators_qwen_compat.cli_support import (
+    activate,
+    debug_requested,
+    has_module,
+    import_preprocessing,
+    run_main,
+)
+from speculators_qwen_compat.fixes._upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.fixes.conversations import CONVERSATIONS_KEY_ENV
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
@@ -69,12 +72,12 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
 
     run_report.announce = False  # the summary is this command's last line
     wants_help = "-h" in rest or "--help" in rest
-    if _has_module(CLI_PREPARE_DATA):
+    if has_module(CLI_PREPARE_DATA):
         code, output = _run_typer_command(rest, wants_help)
     else:
         from speculators_qwen_compat import release_script
 
-        preprocessing = _import_preprocessing()
+        preprocessing = import_preprocessing()
         if wants_help:
             release_script.build_parser(preprocessing, PROG).print_help()
             print(OUR_HELP)
@@ -124,30 +127,6 @@ def _option_value(args: list[str], flag: str, default: str) -> str:
         if arg.startswith(flag + "="):
             return arg.split("=", 1)[1]
     return default
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def _import_preprocessing() -> Any:
-    if not _has_module("speculators"):
-        raise CompatError(
-            f"speculators is not installed in this Python ({sys.executable}); "
-            "install it first (pip install speculators)"
-        )
-    try:
-        return importlib.import_module(PREPROCESSING)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] == "vllm":
-            raise CompatError(
-                "this speculators release imports vLLM in its data_generation package "
-                "(0.3/0.4); install vllm, or use speculators 0.5 or newer"
-            ) from exc
-        raise
 
 
 def write_report(output: Path, outcome: Any) -> Path:

@@ -9,12 +9,11 @@ interpreter and activates the fixes. ``--help`` is the trainer's own help.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
-from speculators_qwen_compat.cli_support import activate, debug_requested, run_main
+from speculators_qwen_compat.cli_support import activate, debug_requested, has_module, run_main
 from speculators_qwen_compat.errors import CompatError
 from speculators_qwen_compat.run import run_target
 
@@ -31,7 +30,7 @@ def trainer_command(args: list[str]) -> list[str]:
         if not os.path.isfile(script):
             raise CompatError(f"no trainer script at {script}; pass --script PATH/scripts/train.py")
         return [script, *rest]
-    if _has_module(f"{TRAIN_MODULE}.__main__"):
+    if has_module(f"{TRAIN_MODULE}.__main__"):
         return ["-m", TRAIN_MODULE, *rest]
     raise CompatError(
         "this speculators release ships no trainer in its wheel (<= 0.7: scripts/train.py lives "
@@ -47,13 +46,6 @@ def _script_option(args: list[str]) -> tuple[str | None, list[str]]:
         if arg.startswith("--script="):
             return arg.split("=", 1)[1], args[:i] + args[i + 1 :]
     return None, args
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ImportError:
-        return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@
 PYTHON ?= python3.11
 # Every tested release, read from speculators_qwen_compat/releases.py (the one table).
 RELEASES := $(shell $(PYTHON) -c 'import sys; sys.path.insert(0, "."); \
-	from speculators_qwen_compat.releases import TESTED_RELEASES as t; print(*t)')
+	from speculators_qwen_compat.core.releases import TESTED_RELEASES as t; print(*t)')
 # The two releases the quick loop uses (the seed's and the newest).
 CORE_RELEASES := 0.5.0 0.9.0
 DEMO_RELEASE := 0.9.0

@@ -12,7 +12,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from speculators_qwen_compat.activation import FixStatus
+    from speculators_qwen_compat.core.registry import FixStatus
 
 __version__ = "0.1.0"
 __all__ = ["FixStatus", "__version__", "install", "installed", "status", "uninstall"]
@@ -22,7 +22,7 @@ def __getattr__(name: str) -> object:
     # The .pth imports this package in every interpreter: activation (logging, threading,
     # dataclasses) is imported on first use, not then.
     if name == "FixStatus":
-        from speculators_qwen_compat.activation import FixStatus
+        from speculators_qwen_compat.core.registry import FixStatus
 
         return FixStatus
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -31,8 +31,8 @@ def __getattr__(name: str) -> object:
 def install(disable: Iterable[str] | None = None) -> None:
     """Switch the fixes on (idempotent). ``disable`` names fixes to leave off; by default the
     names listed in ``SPECULATORS_QWEN_COMPAT`` are left off."""
-    from speculators_qwen_compat._startup import switched_off_by_env
-    from speculators_qwen_compat.activation import registry
+    from speculators_qwen_compat.core.registry import registry
+    from speculators_qwen_compat.core.startup import switched_off_by_env
 
     if disable is None:
         _, disable = switched_off_by_env()
@@ -41,13 +41,13 @@ def install(disable: Iterable[str] | None = None) -> None:
 
 def uninstall() -> None:
     """Put back every upstream attribute the fixes replaced (idempotent)."""
-    from speculators_qwen_compat.activation import registry
+    from speculators_qwen_compat.core.registry import registry
 
     registry().uninstall()
 
 
 def installed() -> bool:
-    from speculators_qwen_compat.activation import registry
+    from speculators_qwen_compat.core.registry import registry
 
     return registry().active
 
@@ -59,7 +59,7 @@ def status(resolve: bool = True) -> list[FixStatus]:
     (which applies the fix) or, when the installed release has no such module, the fix is
     reported not-needed.
     """
-    from speculators_qwen_compat.activation import NOT_NEEDED, PENDING, FixStatus, registry
+    from speculators_qwen_compat.core.registry import NOT_NEEDED, PENDING, FixStatus, registry
 
     reg = registry()
     if resolve and reg.active:

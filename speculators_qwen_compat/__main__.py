@@ -3,7 +3,7 @@
 Tells the installed speculators, transformers and datasets versions, whether the release is one
 we test, and per fix its state (applied, not-needed, not-applicable, disabled, failed) and why.
 ``... doctor --model M [--data FILE] [--rows N]``: the template's profile, the mask strategy
-and a dry run over the data (doctor.py).
+and a dry run over the data (doctor/command.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from speculators_qwen_compat import install, status
-from speculators_qwen_compat.releases import TESTED_RELEASES
+from speculators_qwen_compat.core.releases import TESTED_RELEASES
 
 
 def _version(dist: str) -> str | None:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     doctor_parser = commands.add_parser(
         "doctor", help="what the model's template demands, how masks will be made, a dry run"
     )
-    from speculators_qwen_compat import doctor
+    from speculators_qwen_compat.doctor import command as doctor
 
     doctor.add_arguments(doctor_parser)
     args = parser.parse_args(argv)

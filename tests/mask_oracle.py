@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.normalize import normalize_conversation
+from speculators_qwen_compat.data.normalize import normalize_conversation
 
 OPEN = "<|im_start|>assistant\n"
 CLOSE = "<|im_end|>"

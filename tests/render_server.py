@@ -14,7 +14,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from speculators_qwen_compat.local_renderer import render_ids
+from speculators_qwen_compat.data.render import render_ids
 
 RENDER_PATH = "/v1/chat/completions/render"
 

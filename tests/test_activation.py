@@ -11,7 +11,7 @@ import wrapt
 from conftest import RELEASE, run_python
 
 import speculators_qwen_compat as compat
-from speculators_qwen_compat.releases import TESTED_RELEASES
+from speculators_qwen_compat.core.releases import TESTED_RELEASES
 
 
 def _layers(func: object) -> int:
@@ -81,7 +81,7 @@ def test_a_fix_that_cannot_apply_never_breaks_the_import(tmp_path: Path) -> None
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
-        from speculators_qwen_compat.activation import Fix, _Registry, applies
+        from speculators_qwen_compat.core.registry import Fix, _Registry, applies
 
         class Raises(Fix):
             name, modules = "raises", ("victim.target",)

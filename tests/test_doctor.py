@@ -14,8 +14,8 @@ from conftest import RENDERS, last_line, subprocess_env
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.demo.gallery import GALLERY_REJECTS, gallery_template
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
-from speculators_qwen_compat.doctor import marked_text
-from speculators_qwen_compat.template_profile import profile_template
+from speculators_qwen_compat.doctor.command import marked_text
+from speculators_qwen_compat.doctor.template_profile import profile_template
 
 PREFIX = "speculators_qwen_compat: error: "
 

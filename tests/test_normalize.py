@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from speculators_qwen_compat.normalize import (
+from speculators_qwen_compat.data.normalize import (
     BadConversation,
     normalize_conversation,
     pick_conversation,

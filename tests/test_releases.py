@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from speculators_qwen_compat.core.releases import TESTED_RELEASES
 from speculators_qwen_compat.fixes import ALL_FIXES
-from speculators_qwen_compat.releases import TESTED_RELEASES
 
 ROOT = Path(__file__).resolve().parents[1]
 

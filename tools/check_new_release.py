@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from matrix import fix_states, run_suite, venv_python  # noqa: E402
 
-from speculators_qwen_compat.releases import TESTED_RELEASES  # noqa: E402
+from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
 
 RETIRE = re.compile(r"AssertionError: (.*can be retired.*|.*may be retired.*)")
 

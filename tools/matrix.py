@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from speculators_qwen_compat.releases import TESTED_RELEASES  # noqa: E402
+from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
 
 
 def venv_python(release: str) -> str:

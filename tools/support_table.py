@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from speculators_qwen_compat.releases import (  # noqa: E402
+from speculators_qwen_compat.core.releases import (  # noqa: E402
     TESTED_RELEASES,
     UNTESTABLE_RELEASES,
 )

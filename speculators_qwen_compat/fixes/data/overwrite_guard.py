@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from speculators_qwen_compat.activation import (
+from speculators_qwen_compat.core.fix import (
     Fits,
     Fix,
     Patcher,
     applies,
     not_applicable,
 )
-from speculators_qwen_compat.fixes._upstream import CLI_PREPARE_DATA
+from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 
 REPORT_NAME = "compat_report.json"
 ALLOWED = "PREPARE_DATA_OVERWRITE_ALLOWED_FILES"

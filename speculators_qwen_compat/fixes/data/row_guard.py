@@ -19,17 +19,17 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat import ledger
-from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.data_files import SOURCE_COLUMN
-from speculators_qwen_compat.errors import reason_of
-from speculators_qwen_compat.fixes._upstream import (
+from speculators_qwen_compat.core.errors import reason_of
+from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
     argument,
     batch_length,
     is_pretokenized,
     parameters,
 )
+from speculators_qwen_compat.data import ledger
+from speculators_qwen_compat.data.files import SOURCE_COLUMN
 
 NOTHING_TO_SUPERVISE = (
     "nothing to supervise (no assistant turn after a user turn, or none inside --seq-length)"

@@ -128,7 +128,7 @@ def run(preprocessing: ModuleType, args: list[str], prog: str) -> tuple[int, Pat
 
 def remove_artifacts(output: Path, token_freq_path: Path) -> None:
     """Delete prepare_data's own files in ``output``; refuse if anything else is there."""
-    from speculators_qwen_compat.errors import CompatError
+    from speculators_qwen_compat.core.errors import CompatError
 
     resolved_freq = token_freq_path.resolve()
     artifacts, others = [], []

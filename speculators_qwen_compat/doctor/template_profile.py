@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from speculators_qwen_compat.errors import reason_of
+from speculators_qwen_compat.core.errors import reason_of
 
 #: transformers' own test for generation tags (chat_template_utils.render_jinja_template).
 GENERATION_TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")

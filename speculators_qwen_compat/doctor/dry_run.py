@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat import ledger
-from speculators_qwen_compat.data_files import (
+from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.data import ledger
+from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
     local_json_files,
     read_rows,
 )
-from speculators_qwen_compat.errors import CompatError, reason_of
-from speculators_qwen_compat.fixes.conversations import read_batch
-from speculators_qwen_compat.fixes.row_guard import NOTHING_TO_SUPERVISE
-from speculators_qwen_compat.ledger import Ledger, Tally
-from speculators_qwen_compat.mask_strategy import MaskStrategy, Row
+from speculators_qwen_compat.data.ledger import Ledger, Tally
+from speculators_qwen_compat.doctor.mask_strategy import MaskStrategy, Row
+from speculators_qwen_compat.fixes.data.conversations import read_batch
+from speculators_qwen_compat.fixes.data.row_guard import NOTHING_TO_SUPERVISE
 
 
 @dataclass

@@ -17,17 +17,17 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TextIO
 
-from speculators_qwen_compat import cli_support
-from speculators_qwen_compat.cli_support import debug_requested, run_main
-from speculators_qwen_compat.dry_run import DryRun, data_files, dry_run
-from speculators_qwen_compat.errors import CompatError, reason_of
-from speculators_qwen_compat.fixes.conversations import CONVERSATIONS_KEY_ENV
-from speculators_qwen_compat.mask_strategy import detect_strategy
-from speculators_qwen_compat.template_profile import (
+from speculators_qwen_compat.cli import support as cli_support
+from speculators_qwen_compat.cli.support import debug_requested, run_main
+from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
+from speculators_qwen_compat.doctor.mask_strategy import detect_strategy
+from speculators_qwen_compat.doctor.template_profile import (
     TemplateProfile,
     TemplateUnusable,
     profile_template,
 )
+from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
 
 DEFAULT_ROWS = 200
 DEFAULT_SEQ_LENGTH = 8192  # prepare_data's default

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.errors import CompatError
-from speculators_qwen_compat.fixes._upstream import CLI_PREPARE_DATA, PREPROCESSING
-from speculators_qwen_compat.ledger import Ledger, Tally
+from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING
+from speculators_qwen_compat.data.ledger import Ledger, Tally
 
 log = logging.getLogger("speculators_qwen_compat")
 

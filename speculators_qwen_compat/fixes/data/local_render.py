@@ -17,8 +17,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat import local_renderer
-from speculators_qwen_compat.activation import (
+from speculators_qwen_compat.core.fix import (
     Fits,
     Fix,
     Patcher,
@@ -26,7 +25,8 @@ from speculators_qwen_compat.activation import (
     not_applicable,
     not_needed,
 )
-from speculators_qwen_compat.fixes._upstream import PREPROCESSING, argument, parameters
+from speculators_qwen_compat.core.upstream import PREPROCESSING, argument, parameters
+from speculators_qwen_compat.data import render as local_renderer
 
 LOCAL = "local"
 

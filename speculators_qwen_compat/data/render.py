@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from speculators_qwen_compat.content_format import STRING, as_strings, content_format
+from speculators_qwen_compat.data.content_format import STRING, as_strings, content_format
 
 _processors: dict[str, Any] = {}
 

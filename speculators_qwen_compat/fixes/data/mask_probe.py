@@ -16,10 +16,10 @@ import logging
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.activation import not_needed as _not_needed
-from speculators_qwen_compat.errors import reason_of
-from speculators_qwen_compat.fixes._upstream import PREPROCESSING, parameters
+from speculators_qwen_compat.core.errors import reason_of
+from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.fix import not_needed as _not_needed
+from speculators_qwen_compat.core.upstream import PREPROCESSING, parameters
 
 log = logging.getLogger("speculators_qwen_compat")
 

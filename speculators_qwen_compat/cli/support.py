@@ -12,9 +12,9 @@ from collections.abc import Callable
 from types import ModuleType
 
 from speculators_qwen_compat import install
-from speculators_qwen_compat.activation import ENV_SWITCH, registry, switched_off_by_env
-from speculators_qwen_compat.errors import CompatError, reason_of
-from speculators_qwen_compat.fixes._upstream import PREPROCESSING
+from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.core.registry import ENV_SWITCH, registry, switched_off_by_env
+from speculators_qwen_compat.core.upstream import PREPROCESSING
 
 DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
 ERROR_PREFIX = "speculators_qwen_compat: error: "

@@ -7,7 +7,7 @@ and every fix, about 50 ms, more than a bare interpreter takes to start. Instead
 finds nothing goes first on ``sys.meta_path``; it only compares each imported name with
 ``speculators`` and, the first time speculators is looked for (every fix targets a module inside
 it), installs the fixes with the switch as read at start-up, before any of speculators loads.
-``activation.registry()`` settles a waiting install too, so ``install()``, ``uninstall()``,
+``registry.registry()`` settles a waiting install too, so ``install()``, ``uninstall()``,
 ``installed()`` and ``status()`` behave as if the fixes had been installed at start-up.
 
 Only ``os`` and ``sys`` are imported here.

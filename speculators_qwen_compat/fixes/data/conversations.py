@@ -23,23 +23,23 @@ import os
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat import ledger
-from speculators_qwen_compat.activation import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.data_files import (
-    LINE_COLUMN,
-    SOURCE_COLUMN,
-    local_json_files,
-    read_rows,
-)
-from speculators_qwen_compat.errors import CompatError
-from speculators_qwen_compat.fixes._upstream import (
+from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
     argument,
     batch_length,
     is_pretokenized,
     parameters,
 )
-from speculators_qwen_compat.normalize import (
+from speculators_qwen_compat.data import ledger
+from speculators_qwen_compat.data.files import (
+    LINE_COLUMN,
+    SOURCE_COLUMN,
+    local_json_files,
+    read_rows,
+)
+from speculators_qwen_compat.data.normalize import (
     CONVERSATION_KEYS,
     BadConversation,
     normalize_conversation,

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat import local_renderer
-from speculators_qwen_compat.activation import APPLIED
-from speculators_qwen_compat.errors import CompatError, reason_of
-from speculators_qwen_compat.fixes.local_render import LOCAL
-from speculators_qwen_compat.fixes.mask_probe import supports_assistant_mask
+from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.core.fix import APPLIED
+from speculators_qwen_compat.data import render as local_renderer
+from speculators_qwen_compat.fixes.data.local_render import LOCAL
+from speculators_qwen_compat.fixes.data.mask_probe import supports_assistant_mask
 
 HF_MASK = "hf-assistant-mask"
 PATTERN = "pattern"

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.errors import CompatError
-from speculators_qwen_compat.normalize import CONVERSATION_KEYS
+from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.data.normalize import CONVERSATION_KEYS
 
 LINE_COLUMN = "_compat_line"
 SOURCE_COLUMN = "_compat_source"

@@ -1,0 +1,151 @@
+"""``python -m speculators_qwen_compat.prepare_data``: the installed release's prepare_data, fixed.
+
+Takes the release's own flags: the typer command ``speculators prepare-data`` of 0.8+ (where an
+omitted ``--render-endpoint`` means ``local``: render in-process, no vLLM server), or the
+argparse flags of the git-only ``scripts/prepare_data.py`` of <= 0.7 (release_script.py).
+Adds ``--conversations-key NAME`` and ``--debug``. Writes what upstream writes plus
+``compat_report.json``, and ends with ``skipped N of M conversations: ...``. A fatal problem
+ends with one line ``speculators_qwen_compat: error: ...`` and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from speculators_qwen_compat import status
+from speculators_qwen_compat.cli.support import (
+    activate,
+    debug_requested,
+    has_module,
+    import_preprocessing,
+    run_main,
+)
+from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
+from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
+
+PROG = "python -m speculators_qwen_compat.prepare_data"
+REPORT_NAME = "compat_report.json"
+OUR_HELP = """
+speculators_qwen_compat options (besides the release's own, above):
+  --conversations-key NAME  column holding the conversation (default: 'conversations',
+                            else 'messages', row by row)
+  --debug                   show the traceback of a fatal error
+                            (also SPECULATORS_QWEN_COMPAT_DEBUG=1)
+"""
+RENDER_HELP = """\
+  --render-endpoint local   render in this process with the target's tokenizer, token-identical
+                            to vLLM's /render for a text model; the default when the flag is
+                            omitted (a URL still sends every render to that vLLM server)
+"""
+
+log = logging.getLogger("speculators_qwen_compat")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    ours, rest = _our_options(args)
+    return run_main(lambda: _prepare(ours, rest), debug_requested(ours.debug))
+
+
+def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--conversations-key", default=None)
+    parser.add_argument("--debug", action="store_true")
+    return parser.parse_known_args(args)
+
+
+def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s - %(name)s - %(levelname)s - %(message)s"
+    )
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if ours.conversations_key:
+        os.environ[CONVERSATIONS_KEY_ENV] = ours.conversations_key
+    activate()
+    from speculators_qwen_compat.fixes.data import run_report
+
+    run_report.announce = False  # the summary is this command's last line
+    wants_help = "-h" in rest or "--help" in rest
+    if has_module(CLI_PREPARE_DATA):
+        code, output = _run_typer_command(rest, wants_help)
+    else:
+        from speculators_qwen_compat.cli import release_script
+
+        preprocessing = import_preprocessing()
+        if wants_help:
+            release_script.build_parser(preprocessing, PROG).print_help()
+            print(OUR_HELP)
+            return 0
+        code, output = release_script.run(preprocessing, rest, PROG)
+    outcome = run_report.last_run
+    if output is not None and outcome is not None:
+        write_report(output, outcome)
+        print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}")
+    return code
+
+
+def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, Path | None]:
+    from speculators.cli import app
+
+    if wants_help:
+        # Rich cuts long flag names to fit 80 columns when output is not a terminal.
+        os.environ.setdefault("COLUMNS", "140")
+        _prepare_data_command(app).main(args=["--help"], prog_name=PROG, standalone_mode=False)
+        print(OUR_HELP + RENDER_HELP)
+        return 0, None
+    if not any(a == "--render-endpoint" or a.startswith("--render-endpoint=") for a in rest):
+        log.info(
+            "no --render-endpoint given: rendering locally with the target's tokenizer "
+            "(pass --render-endpoint URL to use a vLLM server)"
+        )
+        rest = [*rest, "--render-endpoint", "local"]
+    from speculators_qwen_compat.fixes.data import run_report
+
+    run_report.last_run = None
+    code = _prepare_data_command(app).main(args=rest, prog_name=PROG, standalone_mode=False)
+    if run_report.last_run is None:  # upstream skipped: the output already holds a dataset
+        return int(code or 0), None
+    return int(code or 0), Path(_option_value(rest, "--output", "./output"))
+
+
+def _prepare_data_command(app: Any) -> Any:
+    import typer
+
+    return typer.main.get_command(app).commands["prepare-data"]
+
+
+def _option_value(args: list[str], flag: str, default: str) -> str:
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def write_report(output: Path, outcome: Any) -> Path:
+    """compat_report.json: what was read, kept and skipped (with examples), and the fixes."""
+    from importlib.metadata import version
+
+    tally = outcome.tally
+    report = {
+        "speculators": version("speculators"),
+        "conversations_in": tally.conversations_in,
+        "rows_out": outcome.rows_out,
+        "skipped": dict(tally.skipped.most_common()),
+        "skipped_examples": tally.examples,
+        "fixes": [vars(s) for s in status()],
+    }
+    path = output / REPORT_NAME
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""``python -m speculators_qwen_compat.train ARGS``: the installed release's trainer, fixes on.
+
+0.8+: runs ``speculators.train`` as ``python -m speculators.train`` would (``speculators train``
+forwards there too). <= 0.7: the trainer is ``scripts/train.py`` in an upstream checkout only, so
+name it with ``--script PATH`` or point ``SPECULATORS_REPO`` at the checkout. Works the same
+under ``torchrun --nproc_per_node=N -m speculators_qwen_compat.train ARGS``: every rank is a new
+interpreter and activates the fixes. ``--help`` is the trainer's own help.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from speculators_qwen_compat.cli.run import run_target
+from speculators_qwen_compat.cli.support import activate, debug_requested, has_module, run_main
+from speculators_qwen_compat.core.errors import CompatError
+
+REPO_ENV = "SPECULATORS_REPO"
+TRAIN_MODULE = "speculators.train"
+
+
+def trainer_command(args: list[str]) -> list[str]:
+    """The run_target arguments that start this release's trainer with ``args``."""
+    script, rest = _script_option(args)
+    if script is None and os.environ.get(REPO_ENV):
+        script = str(Path(os.environ[REPO_ENV]) / "scripts" / "train.py")
+    if script is not None:
+        if not os.path.isfile(script):
+            raise CompatError(f"no trainer script at {script}; pass --script PATH/scripts/train.py")
+        return [script, *rest]
+    if has_module(f"{TRAIN_MODULE}.__main__"):
+        return ["-m", TRAIN_MODULE, *rest]
+    raise CompatError(
+        "this speculators release ships no trainer in its wheel (<= 0.7: scripts/train.py lives "
+        f"in the git repository); pass --script PATH/TO/scripts/train.py or set {REPO_ENV} to "
+        "an upstream checkout"
+    )
+
+
+def _script_option(args: list[str]) -> tuple[str | None, list[str]]:
+    for i, arg in enumerate(args):
+        if arg == "--script" and i + 1 < len(args):
+            return args[i + 1], args[:i] + args[i + 2 :]
+        if arg.startswith("--script="):
+            return arg.split("=", 1)[1], args[:i] + args[i + 1 :]
+    return None, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    activate()
+    return run_main(lambda: run_target(trainer_command(args)), debug_requested())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,3 @@
+"""Activation core: what a fix is (fix.py), the registry of post-import hooks (registry.py), the
+environment switch and the ``.pth`` start-up (startup.py, autoload.py), the release table
+(releases.py), our error type (errors.py) and the names of upstream's modules (upstream.py)."""

@@ -1,0 +1,1 @@
+"""Fixes to upstream training (drafter construction, trainer start-up), one module each."""

@@ -1,7 +1,7 @@
 """Run the test suite in the venv of each release and print a release x fix table.
 
 Usage: python tools/matrix.py [RELEASE ...] (default: every release in releases.py). Each venv is
-``.venvs/<release>`` (built and given this package's wheel by the Makefile). For each release:
+``.venvs/rel/<release>`` on the shared base venv (tools/release_python.sh; built by the Makefile). For each release:
 the state of every fix as ``status --json`` reports it, and whether the suite passed. Exits 1
 when any suite failed or any state differs from the one declared in releases.py.
 """
@@ -22,13 +22,14 @@ sys.path.insert(0, str(ROOT))
 from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
 
 
-def venv_python(release: str) -> str:
-    return str(ROOT / ".venvs" / release / "bin" / "python")
+def release_python(release: str, base: str = "cpu") -> list[str]:
+    """The command that runs Python for one release: its .venvs/rel folder on a shared base."""
+    return [str(ROOT / "tools" / "release_python.sh"), release, base]
 
 
 def fix_states(release: str) -> dict[str, str]:
     out = subprocess.run(
-        [venv_python(release), "-m", "speculators_qwen_compat", "status", "--json"],
+        [*release_python(release), "-m", "speculators_qwen_compat", "status", "--json"],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
     if out.returncode != 0:
@@ -45,7 +46,7 @@ def counts(summary: str) -> tuple[int, int]:
 def run_suite(release: str, pytest_args: list[str]) -> tuple[bool, str]:
     started = time.monotonic()
     result = subprocess.run(
-        [venv_python(release), "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        [*release_python(release), "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
          *pytest_args, str(ROOT / "tests")],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
@@ -84,6 +85,8 @@ def main(argv: list[str]) -> int:
     releases = [a for a in argv if not a.startswith("-")] or list(TESTED_RELEASES)
     rows = {}
     ok = True
+    for release in releases:  # build what is missing, once (tools/build_venv.sh reuses the rest)
+        subprocess.run([str(ROOT / "tools" / "build_venv.sh"), "release", release], check=True)
     for release in releases:
         print(f"== speculators {release}", flush=True)
         passed, summary = run_suite(release, pytest_args)

@@ -2,7 +2,8 @@
 
 Installs the fixes, rewrites ``sys.argv`` as the target expects, and runs the target as
 ``__main__`` with runpy (the gevent ``monkey`` pattern). Children the target starts activate the
-fixes too, through the .pth.
+fixes too, through the .pth. Our own problems (no such script, ``-m`` without a module) are
+one line; whatever the target raises propagates as Python shows it, exit code included.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ import os
 import runpy
 import sys
 
-from speculators_qwen_compat.cli.support import activate, debug_requested, run_main
+from speculators_qwen_compat.cli.support import (
+    DEBUG_ENV_HINT,
+    activate,
+    debug_requested,
+    run_main,
+)
 from speculators_qwen_compat.core.errors import CompatError
 
 USAGE = "usage: python -m speculators_qwen_compat.run SCRIPT|-m MODULE [ARGS ...]"
@@ -40,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0 if args else 2
     activate()
-    return run_main(lambda: run_target(args), debug_requested())
+    return run_main(lambda: run_target(args), debug_requested(), DEBUG_ENV_HINT, ours_only=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
-"""What every entry point shares: fixes on for this process and its children, and fatal errors
-as one line ``speculators_qwen_compat: error: ...`` (the traceback only when asked for)."""
+"""What every entry point shares: fixes on for this process and its children, and our own fatal
+errors as one line ``speculators_qwen_compat: error: ...`` (the traceback only when asked for).
+
+``run`` and ``train`` execute the user's script or upstream's trainer: an exception raised there
+is not ours to summarise, so those entry points let it propagate as Python shows it (traceback,
+exit code 1, or the script's own ``sys.exit`` code); only a ``CompatError`` is one line."""
 
 from __future__ import annotations
 
@@ -18,6 +22,10 @@ from speculators_qwen_compat.core.upstream import PREPROCESSING
 
 DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
 ERROR_PREFIX = "speculators_qwen_compat: error: "
+#: How to get the traceback, for entry points that parse ``--debug`` (prepare_data, doctor).
+DEBUG_FLAG_HINT = "rerun with --debug for the traceback"
+#: How to get the traceback where the arguments belong to someone else (run, train).
+DEBUG_ENV_HINT = f"set {DEBUG_ENV}=1 for the traceback"
 
 
 def activate() -> None:
@@ -33,25 +41,42 @@ def debug_requested(flag: bool = False) -> bool:
     return flag or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
-def run_main(body: Callable[[], int], debug: bool) -> int:
-    """Run an entry point's body; a fatal error becomes one line on stderr and exit 1."""
+def run_main(
+    body: Callable[[], int],
+    debug: bool,
+    hint: str = DEBUG_FLAG_HINT,
+    ours_only: bool = False,
+) -> int:
+    """Run an entry point's body; a fatal error becomes one line on stderr and exit 1.
+
+    With ``ours_only`` (run, train) only a ``CompatError`` is turned into one line: anything
+    else comes from the user's or upstream's code and propagates untouched."""
     try:
         return body()
+    except CompatError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"{ERROR_PREFIX}{fatal_message(exc, debug, hint)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
+        if ours_only:
+            raise
         print(f"{ERROR_PREFIX}interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        if ours_only:
+            raise
         if debug:
             traceback.print_exc()
-        print(f"{ERROR_PREFIX}{fatal_message(exc, debug)}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{fatal_message(exc, debug, hint)}", file=sys.stderr)
         return 1
 
 
-def fatal_message(exc: BaseException, debug: bool) -> str:
+def fatal_message(exc: BaseException, debug: bool, hint: str = DEBUG_FLAG_HINT) -> str:
     if isinstance(exc, CompatError):
         return reason_of(exc, limit=2000)
-    hint = "" if debug else " (rerun with --debug for the traceback)"
-    return f"{type(exc).__name__}: {reason_of(exc, limit=600)}{hint}"
+    suffix = "" if debug else f" ({hint})"
+    return f"{type(exc).__name__}: {reason_of(exc, limit=600)}{suffix}"
 
 
 def has_module(name: str) -> bool:

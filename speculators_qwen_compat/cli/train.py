@@ -4,7 +4,9 @@
 forwards there too). <= 0.7: the trainer is ``scripts/train.py`` in an upstream checkout only, so
 name it with ``--script PATH`` or point ``SPECULATORS_REPO`` at the checkout. Works the same
 under ``torchrun --nproc_per_node=N -m speculators_qwen_compat.train ARGS``: every rank is a new
-interpreter and activates the fixes. ``--help`` is the trainer's own help.
+interpreter and activates the fixes. ``--help`` is the trainer's own help. An exception the
+trainer raises propagates as Python shows it; only our own problems (no trainer found) are one
+line.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ import sys
 from pathlib import Path
 
 from speculators_qwen_compat.cli.run import run_target
-from speculators_qwen_compat.cli.support import activate, debug_requested, has_module, run_main
+from speculators_qwen_compat.cli.support import (
+    DEBUG_ENV_HINT,
+    activate,
+    debug_requested,
+    has_module,
+    run_main,
+)
 from speculators_qwen_compat.core.errors import CompatError
 
 REPO_ENV = "SPECULATORS_REPO"
@@ -51,7 +59,9 @@ def _script_option(args: list[str]) -> tuple[str | None, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     activate()
-    return run_main(lambda: run_target(trainer_command(args)), debug_requested())
+    return run_main(
+        lambda: run_target(trainer_command(args)), debug_requested(), DEBUG_ENV_HINT, ours_only=True
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,15 @@ from conftest import RENDERS, good_rows, rejected_rows, run_python, subprocess_e
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+
+def console_script(name: str) -> str:
+    """A console script as the user's shell finds it (the release's own, e.g. ``speculators``)."""
+    found = shutil.which(name)
+    assert found, f"{name} is not on PATH"
+    return found
+
+
 HEAVY = ("torch", "transformers", "datasets", "speculators", "jinja2", "numpy")
 
 USER_SCRIPT = """
@@ -93,7 +103,7 @@ def test_users_script_and_map_workers(qwen36_dir: Path, tmp_path: Path, method: 
 
 def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
     data = write_dataset(tmp_path / "openai.jsonl", good_rows(8))
-    args = [str(BIN / "speculators"), "prepare-data", "--model", str(qwen36_dir), "--data",
+    args = [console_script("speculators"), "prepare-data", "--model", str(qwen36_dir), "--data",
             str(data), "--output", str(tmp_path / "out"), "--seq-length", "512",
             "--num-preprocessing-workers", "2", "--render-endpoint", "local"]  # fmt: skip
     if not RENDERS:  # <= 0.7: the wheel has no prepare-data command at all
@@ -114,7 +124,7 @@ def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
 def test_torchrun_ranks_and_their_children(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(RANK_PROBE)
-    torchrun = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2"]
+    torchrun = [console_script("torchrun"), "--standalone", "--nproc_per_node=2"]
     for env, entry in (({}, [str(probe)]),
                        ({"SPECULATORS_QWEN_COMPAT": "0"},
                         ["-m", "speculators_qwen_compat.run", str(probe)])):  # fmt: skip
@@ -129,7 +139,7 @@ def test_train_entry_point_reaches_the_trainer(tmp_path: Path) -> None:
     if RENDERS:
         assert result.returncode == 0, result.stderr[-3000:]
         assert "--verifier-name-or-path" in result.stdout and "--dry-run" in result.stdout
-        torchrun = _run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2", "-m",
+        torchrun = _run([console_script("torchrun"), "--standalone", "--nproc_per_node=2", "-m",
                          "speculators_qwen_compat.train", "--help"])  # fmt: skip
         assert torchrun.returncode == 0, torchrun.stderr[-3000:]
         assert torchrun.stdout.count("usage: ") == 2  # one help per rank

@@ -57,10 +57,16 @@ case "$kind" in
     if fresh "$top/.built" "$reqs" "$root/envs/common.txt" "$0"; then
       rm -rf "$top"
       mkdir -p "$dir"
-      pip=("$venvs/base-cpu/bin/python" -m pip "${pip_flags[@]}" install --target "$dir")
-      (cd "$(dirname "$reqs")" && "${pip[@]}" -r "$reqs" 2>&1 | grep -v "^WARNING: " || true)
+      pip=("$venvs/base-cpu/bin/python" -m pip "${pip_flags[@]}" install)
+      (cd "$(dirname "$reqs")" && "${pip[@]}" --target "$dir" -r "$reqs" 2>&1 | grep -v "^WARNING: " || true)
       mapfile -t nodeps < <(sed -n 's/^# no-deps: *//p' "$reqs" | tr ' ' '\n' | grep -v '^$' || true)
-      "${pip[@]}" --no-deps "speculators==$release" "${nodeps[@]}" 2>&1 | grep -v "^WARNING: " || true
+      # pip --target leaves an existing bin/ alone: install into a scratch folder, then merge.
+      "${pip[@]}" --target "$top/nodeps" --no-deps "speculators==$release" "${nodeps[@]}" 2>&1 \
+        | grep -v "^WARNING: " || true
+      cp -rn "$top/nodeps/." "$dir/" && rm -rf "$top/nodeps"
+      # Console scripts (speculators, datasets-cli, ...) run whichever base is first on PATH
+      # (tools/release_python.sh puts it there), not the interpreter that installed them.
+      sed -i '1s|^#!.*python.*$|#!/usr/bin/env python|' "$dir"/bin/* 2>/dev/null || true
       # The folder must not shadow the base's torch (a resolver that pulled it in is a bug here).
       if [ -d "$dir/torch" ]; then echo "$dir holds torch: fix $reqs" >&2; exit 1; fi
       PYTHONPATH="$dir" "$venvs/base-cpu/bin/python" -c "import speculators.data_generation.preprocessing" \

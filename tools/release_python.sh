@@ -11,4 +11,6 @@ release="$1"; shift
 base=cpu
 if [ "${1:-}" = cpu ] || [ "${1:-}" = vision ]; then base="$1"; shift; fi
 export PYTHONPATH="$venvs/rel/$release/site-packages${PYTHONPATH:+:$PYTHONPATH}"
+# Console scripts (speculators, torchrun) as a user's venv has them: the base's bin first.
+export PATH="$venvs/base-$base/bin:$venvs/rel/$release/site-packages/bin:$PATH"
 exec "$venvs/base-$base/bin/python" "$@"

@@ -16,7 +16,6 @@ import pytest
 from conftest import RENDERS, good_rows, rejected_rows, run_python, subprocess_env, write_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 
 
 def console_script(name: str) -> str:

@@ -15,7 +15,7 @@ CORE_RELEASES := 0.5.0 0.9.0
 DEMO_RELEASE := 0.9.0
 PYTEST_ARGS ?=
 
-.PHONY: help test test-quick demo lint wheel install install-vision venvs matrix \
+.PHONY: help test test-quick demo lint wheel install install-vision venvs vocab matrix \
 	check-new-release support-table bench clean distclean
 
 help:
@@ -44,6 +44,15 @@ $(VENVS)/rel/%/.built: envs/%.txt envs/common.txt tools/build_venv.sh
 $(VENVS)/vllm/.built: tools/build_venv.sh
 	tools/build_venv.sh vllm
 
+# The real Qwen3.5/3.6 vocabulary (never committed): tests find it here or in $QWEN_VOCAB_DIR.
+VOCAB := $(VENVS)/assets/qwen36-vocab/.built
+$(VOCAB): tools/build_qwen_vocab.py $(VENVS)/base-cpu/.built
+	rm -rf $(dir $@)
+	$(VENVS)/base-cpu/bin/python tools/build_qwen_vocab.py $(dir $@)
+	touch $@
+
+vocab: $(VOCAB)
+
 wheel: $(VENVS)/tools/.built
 	rm -rf $(WHEEL_DIR)
 	$(VENVS)/tools/bin/python -m build -q --wheel --outdir $(WHEEL_DIR) . >/dev/null
@@ -65,10 +74,10 @@ lint: $(VENVS)/tools/.built
 # table, and the wall time of each part.
 test: matrix
 
-matrix: lint install
+matrix: lint install $(VOCAB)
 	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/matrix.py $(PYTEST_ARGS)
 
-test-quick: lint install $(addprefix $(VENVS)/rel/,$(addsuffix /.built,$(CORE_RELEASES)))
+test-quick: lint install $(VOCAB) $(addprefix $(VENVS)/rel/,$(addsuffix /.built,$(CORE_RELEASES)))
 	@set -e; for r in $(CORE_RELEASES); do \
 		echo "== speculators $$r"; \
 		HF_HUB_OFFLINE=1 tools/release_python.sh $$r -P -m pytest -q -p no:cacheprovider \

@@ -56,6 +56,19 @@ class Patcher:
         self._saved.append((owner, name, getattr(owner, name)))
         setattr(owner, name, value)
 
+    def adopt(self, owner: Any, name: str, original: Any) -> None:
+        """Record that ``owner.name`` already holds one of our wrappers (bound by a
+        ``from ... import`` after we wrapped its source) so that restore() puts ``original``
+        back there too."""
+        self._saved.append((owner, name, original))
+
+    def original_of(self, owner: Any, name: str) -> Any:
+        """What ``owner.name`` held before the first replacement recorded for it."""
+        for saved_owner, saved_name, original in self._saved:
+            if saved_owner is owner and saved_name == name:
+                return original
+        raise KeyError(f"{name} was not replaced")
+
     def mark(self) -> int:
         return len(self._saved)
 

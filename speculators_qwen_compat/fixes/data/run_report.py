@@ -58,11 +58,13 @@ class RunReportFix(Fix):
             import sys
 
             preprocessing = sys.modules.get(PREPROCESSING)
-            if (
-                getattr(preprocessing, "load_and_preprocess_dataset", None)
-                is module.load_and_preprocess_dataset
-            ):
-                return  # bound after the preprocessing hook ran: already the wrapped one
+            bound = module.load_and_preprocess_dataset
+            if getattr(preprocessing, "load_and_preprocess_dataset", None) is bound:
+                # Bound by ``from ... import`` after the preprocessing hook ran: already our
+                # wrapper; uninstall() must put the original back here too.
+                original = patcher.original_of(preprocessing, "load_and_preprocess_dataset")
+                patcher.adopt(module, "load_and_preprocess_dataset", original)
+                return
         patcher.wrap(module, "load_and_preprocess_dataset", _run)
         if module_name == PREPROCESSING and callable(getattr(module, "_visualize_sample", None)):
             patcher.wrap(module, "_visualize_sample", _visualize_sample)

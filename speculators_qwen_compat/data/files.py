@@ -3,16 +3,32 @@
 ``datasets``' JSON loader infers one Arrow schema per file: a file mixing ShareGPT and OpenAI
 rows, string and list content, or tool-call arguments as strings and objects either fails to load
 or comes back with every absent key filled with None. Here each row stays the JSON text it was
-(one string column), with its ``file:line`` beside it; the map workers parse it. The parent only
-splits lines and peeks at the first rows for the errors that must stop the run at once.
+(one string column), with its ``file:line`` (``file[index]`` for JSON arrays) beside it; the map
+workers parse it, one row at a time (fixes/data/conversations.py).
+
+Shape: files are streamed (JSON lines line by line, JSON arrays item by item from bounded
+chunks) and written in bounded batches to an Arrow file under datasets' cache folder, where
+upstream's own JSON loader would put its Arrow copy (``HF_DATASETS_CACHE``); the dataset is
+memory-mapped from there, so the parent's memory and what is pickled to the map workers do not
+grow with the number of conversations. The folder is the run's own (so ``datasets.map`` never
+reuses an earlier run's results and every row reaches the skip ledger) and is removed when the
+process that made it exits. The parent only checks the first rows of each file for the errors
+that must stop the run at once. Same on every release (speculators 0.5 to 0.9 all hand
+``load_raw_dataset``'s result to ``datasets.map``); see docs/upstream.md.
 """
 
 from __future__ import annotations
 
+import atexit
+import codecs
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, NamedTuple
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data.normalize import CONVERSATION_KEYS
@@ -21,12 +37,26 @@ LINE_COLUMN = "_compat_line"
 SOURCE_COLUMN = "_compat_source"
 PEEK_ROWS = 200
 JSON_SUFFIXES = (".json", ".jsonl")
+CHUNK_BYTES = 1 << 20
+BATCH_ROWS = 2000
+BATCH_CHARS = 32 << 20
+CACHE_FOLDER = "speculators_qwen_compat_rows"
+
+
+class RawRow(NamedTuple):
+    """One row as read: its JSON text and where it came from (``file:line`` or ``file[i]``)."""
+
+    text: str
+    source: str
 
 
 @dataclass
 class RawRows:
+    """The first rows of some files (doctor's dry run), and how many rows the files hold."""
+
     lines: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    total: int = 0
     pretokenized: bool = False
 
 
@@ -46,70 +76,245 @@ def local_json_files(spec: str) -> list[Path] | None:
     return None
 
 
-def read_rows(files: list[Path], conversation_key: str | None) -> RawRows:
-    rows = RawRows()
-    for path in files:
-        text = _read_text(path)
-        start = len(rows.lines)
-        if path.suffix == ".json" and text.lstrip().startswith("["):
-            _add_json_array(rows, path, text)
+class RowStream:
+    """The rows of ``files`` in order, one at a time, checking the first rows of each file.
+
+    Iterating stops early, with ``pretokenized`` set, at the first file whose first rows carry
+    ``input_ids`` and ``loss_mask`` (upstream reads such data itself).
+    """
+
+    def __init__(self, files: Iterable[Path], conversation_key: str | None) -> None:
+        self.files = list(files)
+        self.conversation_key = conversation_key
+        self.pretokenized = False
+
+    def __iter__(self) -> Iterator[RawRow]:
+        for path in self.files:
+            rows = file_rows(path)
+            first: list[RawRow] = []
+            for row in rows:
+                first.append(row)
+                if len(first) == PEEK_ROWS:
+                    break
+            if check_first_rows(path, first, self.conversation_key):
+                self.pretokenized = True
+                return
+            yield from first
+            yield from rows
+
+
+def read_rows(files: list[Path], conversation_key: str | None, keep: int) -> RawRows:
+    """The first ``keep`` rows of ``files`` and the number of rows in all (for doctor)."""
+    out = RawRows()
+    stream = RowStream(files, conversation_key)
+    for row in stream:
+        if out.total < keep:
+            out.lines.append(row.text)
+            out.sources.append(row.source)
+        out.total += 1
+    out.pretokenized = stream.pretokenized
+    return out
+
+
+def rows_to_arrow(stream: RowStream) -> Path | None:
+    """Write the stream's rows to an Arrow file in a run folder under datasets' cache, in
+    bounded batches; its path, or None when the data turned out pretokenized."""
+    from datasets import Features, Value
+    from datasets.arrow_writer import ArrowWriter
+
+    path = _run_folder() / "rows.arrow"
+    features = Features({LINE_COLUMN: Value("string"), SOURCE_COLUMN: Value("string")})
+    writer = ArrowWriter(features=features, path=str(path))
+    try:
+        texts: list[str] = []
+        sources: list[str] = []
+        chars = 0
+        for row in stream:
+            texts.append(row.text)
+            sources.append(row.source)
+            chars += len(row.text)
+            if len(texts) >= BATCH_ROWS or chars >= BATCH_CHARS:
+                writer.write_batch({LINE_COLUMN: texts, SOURCE_COLUMN: sources})
+                texts, sources, chars = [], [], 0
+        if texts:
+            writer.write_batch({LINE_COLUMN: texts, SOURCE_COLUMN: sources})
+        writer.finalize()
+    finally:
+        writer.close()
+    return None if stream.pretokenized else path
+
+
+def load_rows(files: list[Path], conversation_key: str | None) -> Any:
+    """A memory-mapped ``datasets.Dataset`` of the files' rows (two string columns), or None
+    when the data is pretokenized."""
+    from datasets import Dataset
+
+    path = rows_to_arrow(RowStream(files, conversation_key))
+    return None if path is None else Dataset.from_file(str(path))
+
+
+_made: list[tuple[int, Path]] = []
+
+
+def _run_folder() -> Path:
+    """A new folder for this run under datasets' cache, removed when this process exits."""
+    from datasets import config
+
+    parent = Path(config.HF_DATASETS_CACHE) / CACHE_FOLDER
+    parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=parent))
+    if not _made:
+        atexit.register(_remove_run_folders)
+    _made.append((os.getpid(), folder))
+    return folder
+
+
+def _remove_run_folders() -> None:
+    for pid, folder in _made:
+        if pid == os.getpid():  # not in forked map workers
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def file_rows(path: Path) -> Iterator[RawRow]:
+    """The non-blank rows of one file: a JSON array's items, else its lines."""
+    with path.open("rb") as handle:
+        head = handle.read(CHUNK_BYTES)
+        handle.seek(0)
+        if path.suffix == ".json" and head.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"[":
+            yield from _array_items(path, handle)
         else:
-            _add_json_lines(rows, path, text)
-        _check_first_rows(rows, path, range(start, len(rows.lines)), conversation_key)
-    return rows
+            yield from _json_lines(path, handle)
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")  # a leading BOM is not part of the data
-    except UnicodeDecodeError as exc:
-        raise CompatError(
-            f"{path}: not UTF-8 text (byte {exc.start}); convert the file to UTF-8"
-        ) from None
+def _not_utf8(where: str, byte: int) -> CompatError:
+    return CompatError(f"{where}: not UTF-8 text (byte {byte}); convert the file to UTF-8")
 
 
-def _add_json_array(rows: RawRows, path: Path, text: str) -> None:
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CompatError(
-            f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
-            "fix the file or write it as JSON lines"
-        ) from None
-    for index, item in enumerate(items):
-        rows.lines.append(json.dumps(item, ensure_ascii=False))
-        rows.sources.append(f"{path}[{index}]")
-
-
-def _add_json_lines(rows: RawRows, path: Path, text: str) -> None:
-    for number, line in enumerate(text.splitlines(), start=1):
+def _json_lines(path: Path, handle: IO[bytes]) -> Iterator[RawRow]:
+    offset = 0
+    for number, raw in enumerate(handle, start=1):
+        start = 3 if number == 1 and raw.startswith(codecs.BOM_UTF8) else 0
+        try:
+            line = raw[start:].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(f"{path}:{number}", offset + start + exc.start) from None
+        offset += len(raw)
         if line.strip():
-            rows.lines.append(line)
-            rows.sources.append(f"{path}:{number}")
+            yield RawRow(line.rstrip("\r\n"), f"{path}:{number}")
 
 
-def _check_first_rows(rows: RawRows, path: Path, mine: range, conversation_key: str | None) -> None:
-    """Stop at once on a file that cannot hold any conversation."""
-    if not mine:
+class _ArrayReader:
+    """Chunks of a JSON array file as text, with the line count of what was dropped."""
+
+    def __init__(self, path: Path, handle: IO[bytes]) -> None:
+        self.path, self.handle = path, handle
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.text, self.pos, self.lines_before, self.bytes_read = "", 0, 0, 0
+        self.columns_before = 0  # characters dropped from the buffer's first line
+        self.eof = False
+
+    def more(self) -> bool:
+        """Read one more chunk; False at the end of the file."""
+        if self.eof:
+            return False
+        if self.pos > CHUNK_BYTES:
+            newlines = self.text.count("\n", 0, self.pos)
+            last = self.text.rfind("\n", 0, self.pos)
+            self.columns_before = self.pos - last - 1 + (0 if newlines else self.columns_before)
+            self.lines_before += newlines
+            self.text, self.pos = self.text[self.pos :], 0
+        chunk = self.handle.read(CHUNK_BYTES)
+        self.eof = not chunk
+        try:
+            self.text += self.decoder.decode(chunk, final=self.eof)
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(str(self.path), self.bytes_read + exc.start) from None
+        self.bytes_read += len(chunk)
+        return True
+
+    def skip_space(self) -> str:
+        """The next non-blank character (reading on as needed), "" at the end of the file."""
+        while True:
+            while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if not self.more():
+                return ""
+
+    def error(self, exc: json.JSONDecodeError | None, what: str = "") -> CompatError:
+        if exc is None:
+            first = self.text.count("\n", 0, self.pos) == 0
+            line = self.lines_before + self.text.count("\n", 0, self.pos) + 1
+            column = self.pos - self.text.rfind("\n", 0, self.pos)
+            msg = what
+        else:
+            first = exc.lineno == 1
+            line, column, msg = self.lines_before + exc.lineno, exc.colno, exc.msg
+        column += self.columns_before if first else 0
+        return CompatError(
+            f"{self.path}:{line}: not valid JSON ({msg} at column {column}); "
+            "fix the file or write it as JSON lines"
+        )
+
+
+def _array_items(path: Path, handle: IO[bytes]) -> Iterator[RawRow]:
+    reader = _ArrayReader(path, handle)
+    decoder = json.JSONDecoder()
+    reader.skip_space()
+    reader.pos += 1  # the "[" seen by file_rows
+    index = 0
+    if reader.skip_space() == "]":
+        reader.pos += 1
+    else:
+        while True:
+            if not reader.skip_space():
+                raise reader.error(None, "Expecting value")
+            while True:
+                try:
+                    _, end = decoder.raw_decode(reader.text, reader.pos)
+                except json.JSONDecodeError as exc:
+                    if reader.more():
+                        continue
+                    raise reader.error(exc) from None
+                if end < len(reader.text) or not reader.more():  # a number may go on
+                    break
+            yield RawRow(reader.text[reader.pos : end], f"{path}[{index}]")
+            index += 1
+            reader.pos = end
+            after = reader.skip_space()
+            reader.pos += 1
+            if after == "]":
+                break
+            if after != ",":
+                reader.pos -= 1
+                raise reader.error(None, "Expecting ',' delimiter")
+    if reader.skip_space():
+        raise reader.error(None, "Extra data")
+
+
+def check_first_rows(path: Path, first: list[RawRow], conversation_key: str | None) -> bool:
+    """Stop at once on a file that cannot hold any conversation; True when its first rows are
+    pretokenized (``input_ids`` and ``loss_mask``)."""
+    if not first:
         raise CompatError(f"{path}: the file holds no rows; remove it from --data or fill it")
     parsed: list[dict[str, Any]] = []
     first_error = None
-    for i in mine[:PEEK_ROWS]:
+    for row in first:
         try:
-            value = json.loads(rows.lines[i])
+            value = json.loads(row.text)
         except json.JSONDecodeError as exc:
-            first_error = first_error or f"{rows.sources[i]}: {exc.msg} at column {exc.colno}"
+            first_error = first_error or f"{row.source}: {exc.msg} at column {exc.colno}"
             continue
         if isinstance(value, dict):
             parsed.append(value)
     if not parsed:
         raise CompatError(
-            f"{first_error or rows.sources[mine[0]] + ': not a JSON object'}; "
+            f"{first_error or first[0].source + ': not a JSON object'}; "
             "expected one JSON object per line"
         )
     if any("input_ids" in row and "loss_mask" in row for row in parsed):
-        rows.pretokenized = True
-        return
+        return True
     keys = (conversation_key,) if conversation_key else CONVERSATION_KEYS
     if not any(row.get(key) is not None for row in parsed for key in keys):
         found = sorted({key for row in parsed for key in row})
@@ -122,3 +327,4 @@ def _check_first_rows(rows: RawRows, path: Path, mine: range, conversation_key: 
             f"{path}: no conversation column (columns found: {', '.join(found) or 'none'}); "
             f"expected {wanted}, or name the column with --conversations-key"
         )
+    return False

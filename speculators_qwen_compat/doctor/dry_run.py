@@ -1,6 +1,6 @@
 """``doctor``'s pass over the first rows of a data file: what prepare_data would keep and skip.
 
-It reads the files as the run does (data_files.py), parses and normalises each row with the
+It reads the files as the run does (data/files.py), parses and normalises each row with the
 run's own batch reader (fixes/conversations.read_batch), builds the rows the way the installed
 release masks (mask_strategy.py) and counts every skip in a ledger, so the reasons are the
 strings the run's ``compat_report.json`` would hold. Nothing is written.
@@ -65,11 +65,11 @@ def dry_run(
     max_length: int,
     conversations_key: str | None = None,
 ) -> DryRun:
-    raw = read_rows(files, conversations_key)
-    result = DryRun(rows_total=len(raw.lines), pretokenized=raw.pretokenized)
+    raw = read_rows(files, conversations_key, keep=max_rows)
+    result = DryRun(rows_total=raw.total, pretokenized=raw.pretokenized)
     if raw.pretokenized:  # upstream passes such rows through untouched
         return result
-    lines, sources = raw.lines[:max_rows], raw.sources[:max_rows]
+    lines, sources = raw.lines, raw.sources
     run = Ledger()
     best = -1
     try:

@@ -5,7 +5,8 @@ Targets in ``preprocessing``:
   inference and only a ``conversations`` column (fact sheet §4: A:193 ... G:507), so OpenAI
   ``messages`` data ends as an empty dataset (IndexError in <= 0.6, "No samples remain" in 0.7+)
   and files mixing formats fail to load. Local ``.json``/``.jsonl`` files and folders are read
-  here instead (data_files.py), one JSON text per row; other specs go to upstream.
+  here instead (data/files.py: streamed into a memory-mapped Arrow file in datasets' cache), one
+  JSON text per row; other specs go to upstream.
 - ``_preprocess_batch(examples, ...)``: each row is parsed, its conversation taken from
   ``--conversations-key``, ``conversations`` or ``messages``, and normalised (normalize.py);
   a row that cannot be read is dropped from the batch and counted with its reason.
@@ -36,8 +37,8 @@ from speculators_qwen_compat.data import ledger
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
+    load_rows,
     local_json_files,
-    read_rows,
 )
 from speculators_qwen_compat.data.normalize import (
     CONVERSATION_KEYS,
@@ -76,12 +77,9 @@ class ConversationsFix(Fix):
                 result = wrapped(*args, **kwargs)
                 _require_conversations(spec, result[0] if returns_pair else result)
                 return result
-            rows = read_rows(files, os.environ.get(CONVERSATIONS_KEY_ENV) or None)
-            if rows.pretokenized:
+            dataset = load_rows(files, os.environ.get(CONVERSATIONS_KEY_ENV) or None)
+            if dataset is None:  # pretokenized rows: upstream reads them itself
                 return wrapped(*args, **kwargs)
-            from datasets import Dataset
-
-            dataset = Dataset.from_dict({LINE_COLUMN: rows.lines, SOURCE_COLUMN: rows.sources})
             return (dataset, None) if returns_pair else dataset
 
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

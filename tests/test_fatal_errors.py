@@ -43,6 +43,11 @@ def test_no_conversation_column_names_the_columns(qwen36_dir: Path, tmp_path: Pa
     data.write_text('{"prompt": "hi", "completion": "yo"}\n')
     message = _fatal(_prepare(qwen36_dir, data, tmp_path / "out"))
     assert "no conversation column (columns found: completion, prompt)" in message
+    assert "pass --prompt-column prompt --response-column completion" in message
+    other = tmp_path / "e.jsonl"
+    other.write_text('{"id": 1, "text": "hi"}\n')
+    message = _fatal(_prepare(qwen36_dir, other, tmp_path / "out"))
+    assert "no conversation column (columns found: id, text)" in message
     assert "--conversations-key" in message
 
 

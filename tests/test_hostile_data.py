@@ -18,7 +18,9 @@ SEQ = 512
 FILE_LEVEL = {
     "malformed JSON line": '{"messages": [{"role": "user", "content": "cut off',
     "row is not a JSON object": "[1, 2, 3]",
-    "no 'conversations' or 'messages' column": '{"prompt": "hi", "completion": "yo"}',
+    "no conversation column (conversations, messages, conversation)": (
+        '{"prompt": "hi", "completion": "yo"}'
+    ),
 }
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from speculators_qwen_compat.data.normalize import (
+    UNKNOWN_ROLES_ENV,
     BadConversation,
     normalize_conversation,
+    normalize_row,
     pick_conversation,
 )
 
@@ -40,7 +42,23 @@ def test_role_table() -> None:
     assert got == ["system", "user", "assistant", "tool", "tool", "tool", "assistant"]
 
 
-def test_unknown_role_is_a_reason_not_an_assistant_turn() -> None:
+def test_unknown_role_follows_the_installed_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """speculators <= 0.7 drop the turn, 0.8+ treat it as assistant (model names in on-policy
+    data); either way the row is kept and the event counted; --unknown-roles skip refuses it."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "Qwen3-32B", "content": "x"}]}
+    got = normalize_row(row)
+    if Version(version("speculators")) >= Version("0.8"):
+        assert [t["role"] for t in got.conversation] == ["user", "assistant"]
+        assert got.notes == ["turns with role 'Qwen3-32B' treated as assistant, as speculators "
+                             f"{'.'.join(version('speculators').split('.')[:2])} does"]  # fmt: skip
+    else:
+        assert [t["role"] for t in got.conversation] == ["user"]
+        assert got.notes[0].startswith("turns with role 'Qwen3-32B' dropped, as speculators 0.")
+    monkeypatch.setenv(UNKNOWN_ROLES_ENV, "skip")
     with pytest.raises(BadConversation, match="unknown role 'narrator'"):
         normalize_conversation([{"role": "narrator", "content": "x"}])
 

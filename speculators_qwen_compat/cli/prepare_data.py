@@ -3,9 +3,11 @@
 Takes the release's own flags: the typer command ``speculators prepare-data`` of 0.8+ (where an
 omitted ``--render-endpoint`` means ``local``: render in-process, no vLLM server), or the
 argparse flags of the git-only ``scripts/prepare_data.py`` of <= 0.7 (release_script.py).
-Adds ``--conversations-key NAME`` and ``--debug``. Writes what upstream writes plus
-``compat_report.json``, and ends with ``skipped N of M conversations: ...``. A fatal problem
-ends with one line ``speculators_qwen_compat: error: ...`` and exit 1.
+Adds ``--conversations-key NAME``, the flat-data mapping (``--prompt-column``,
+``--response-column``, ``--system-column``), ``--unknown-roles``, ``--strict-data`` and
+``--debug``. Writes what upstream writes plus ``compat_report.json``, and ends with
+``wrote N rows to OUT; skipped N of M conversations: ...``. A fatal problem ends with one line
+``speculators_qwen_compat: error: ...`` and exit 1.
 """
 
 from __future__ import annotations
@@ -26,15 +28,28 @@ from speculators_qwen_compat.cli.support import (
     import_preprocessing,
     run_main,
 )
+from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
+from speculators_qwen_compat.data.columns import ColumnOptions
+from speculators_qwen_compat.data.normalize import UNKNOWN_ROLE_CHOICES, UNKNOWN_ROLES_ENV
+from speculators_qwen_compat.data.quality import STRICT_ENV
 from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
 REPORT_NAME = "compat_report.json"
 OUR_HELP = """
 speculators_qwen_compat options (besides the release's own, above):
-  --conversations-key NAME  column holding the conversation (default: 'conversations',
-                            else 'messages', row by row)
+  --conversations-key NAME  column holding the conversation (default: found row by row:
+                            'conversations', 'messages', 'conversation', any column of turns)
+  --prompt-column A[,B]     flat instruction data: the user turn is these columns joined by a
+                            newline (e.g. instruction,input) ...
+  --response-column C       ... and the assistant turn is this column (e.g. output)
+  --system-column S         a column holding the system prompt (default: 'system' if present)
+  --unknown-roles MODE      roles outside the table: 'release' (default: what the installed
+                            speculators does: dropped <= 0.7, assistant 0.8+), 'assistant',
+                            'drop', or 'skip' (skip the conversation, counted)
+  --strict-data             data-quality warnings (placeholder or boilerplate replies,
+                            prompt-only rows, exact duplicates) are fatal
   --debug                   show the traceback of a fatal error
                             (also SPECULATORS_QWEN_COMPAT_DEBUG=1)
 """
@@ -56,6 +71,11 @@ def main(argv: list[str] | None = None) -> int:
 def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--conversations-key", default=None)
+    parser.add_argument("--prompt-column", default=None)
+    parser.add_argument("--response-column", default=None)
+    parser.add_argument("--system-column", default=None)
+    parser.add_argument("--unknown-roles", default=None)
+    parser.add_argument("--strict-data", action="store_true")
     parser.add_argument("--debug", action="store_true")
     return parser.parse_known_args(args)
 
@@ -67,6 +87,18 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if ours.conversations_key:
         os.environ[CONVERSATIONS_KEY_ENV] = ours.conversations_key
+    ColumnOptions.from_flags(
+        ours.conversations_key, ours.prompt_column, ours.response_column, ours.system_column
+    ).to_env()
+    if ours.unknown_roles:
+        if ours.unknown_roles not in UNKNOWN_ROLE_CHOICES:
+            raise CompatError(
+                f"--unknown-roles {ours.unknown_roles}: choose one of "
+                + ", ".join(UNKNOWN_ROLE_CHOICES)
+            )
+        os.environ[UNKNOWN_ROLES_ENV] = ours.unknown_roles
+    if ours.strict_data:
+        os.environ[STRICT_ENV] = "1"
     activate()
     from speculators_qwen_compat.fixes.data import run_report
 
@@ -84,6 +116,9 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
             return 0
         code, output = release_script.run(preprocessing, rest, PROG)
     outcome = run_report.last_run
+    if outcome is not None:
+        for name, used in sorted(outcome.tally.quality.files.items()):
+            log.info("%s: conversations from %s", name, _columns_used(used.columns))
     if output is not None and outcome is not None:
         write_report(output, outcome)
         print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}")
@@ -129,6 +164,10 @@ def _option_value(args: list[str], flag: str, default: str) -> str:
     return default
 
 
+def _columns_used(columns: Any) -> str:
+    return ", ".join(f"column {name!r} ({n} rows)" for name, n in columns.most_common())
+
+
 def write_report(output: Path, outcome: Any) -> Path:
     """compat_report.json: what was read, kept and skipped (with examples), and the fixes."""
     from importlib.metadata import version
@@ -140,6 +179,12 @@ def write_report(output: Path, outcome: Any) -> Path:
         "rows_out": outcome.rows_out,
         "skipped": dict(tally.skipped.most_common()),
         "skipped_examples": tally.examples,
+        "notes": dict(tally.notes.most_common()),
+        "warnings": tally.warnings(),
+        "columns": {
+            name: dict(stats.columns.most_common())
+            for name, stats in sorted(tally.quality.files.items())
+        },
         "fixes": [vars(s) for s in status()],
     }
     path = output / REPORT_NAME

@@ -30,8 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.data.normalize import CONVERSATION_KEYS
+from speculators_qwen_compat.core.errors import DataError, DataFileNotFoundError
+from speculators_qwen_compat.data.columns import (
+    ColumnOptions,
+    NoConversation,
+    find_conversation,
+    no_conversation_message,
+)
 
 LINE_COLUMN = "_compat_line"
 SOURCE_COLUMN = "_compat_source"
@@ -66,12 +71,12 @@ def local_json_files(spec: str) -> list[Path] | None:
     path = Path(spec)
     if spec.endswith(JSON_SUFFIXES):
         if not path.is_file():
-            raise CompatError(f"--data {spec}: no such file")
+            raise DataFileNotFoundError(f"--data {spec}: no such file")
         return [path]
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in JSON_SUFFIXES)
         if not files:
-            raise CompatError(f"--data {spec}: the folder holds no .json or .jsonl files")
+            raise DataError(f"--data {spec}: no .json/.jsonl files found in the folder")
         return files
     return None
 
@@ -186,8 +191,8 @@ def file_rows(path: Path) -> Iterator[RawRow]:
             yield from _json_lines(path, handle)
 
 
-def _not_utf8(where: str, byte: int) -> CompatError:
-    return CompatError(f"{where}: not UTF-8 text (byte {byte}); convert the file to UTF-8")
+def _not_utf8(where: str, byte: int) -> DataError:
+    return DataError(f"{where}: not UTF-8 text (byte {byte}); convert the file to UTF-8")
 
 
 def _json_lines(path: Path, handle: IO[bytes]) -> Iterator[RawRow]:
@@ -242,7 +247,7 @@ class _ArrayReader:
             if not self.more():
                 return ""
 
-    def error(self, exc: json.JSONDecodeError | None, what: str = "") -> CompatError:
+    def error(self, exc: json.JSONDecodeError | None, what: str = "") -> DataError:
         if exc is None:
             first = self.text.count("\n", 0, self.pos) == 0
             line = self.lines_before + self.text.count("\n", 0, self.pos) + 1
@@ -252,7 +257,7 @@ class _ArrayReader:
             first = exc.lineno == 1
             line, column, msg = self.lines_before + exc.lineno, exc.colno, exc.msg
         column += self.columns_before if first else 0
-        return CompatError(
+        return DataError(
             f"{self.path}:{line}: not valid JSON ({msg} at column {column}); "
             "fix the file or write it as JSON lines"
         )
@@ -297,7 +302,7 @@ def check_first_rows(path: Path, first: list[RawRow], conversation_key: str | No
     """Stop at once on a file that cannot hold any conversation; True when its first rows are
     pretokenized (``input_ids`` and ``loss_mask``)."""
     if not first:
-        raise CompatError(f"{path}: the file holds no rows; remove it from --data or fill it")
+        raise DataError(f"{path}: the file holds no rows; remove it from --data or fill it")
     parsed: list[dict[str, Any]] = []
     first_error = None
     for row in first:
@@ -309,22 +314,20 @@ def check_first_rows(path: Path, first: list[RawRow], conversation_key: str | No
         if isinstance(value, dict):
             parsed.append(value)
     if not parsed:
-        raise CompatError(
+        raise DataError(
             f"{first_error or first[0].source + ': not a JSON object'}; "
             "expected one JSON object per line"
         )
     if any("input_ids" in row and "loss_mask" in row for row in parsed):
         return True
-    keys = (conversation_key,) if conversation_key else CONVERSATION_KEYS
-    if not any(row.get(key) is not None for row in parsed for key in keys):
-        found = sorted({key for row in parsed for key in row})
-        wanted = (
-            f"a {conversation_key!r} column"
-            if conversation_key
-            else ("a 'conversations' (ShareGPT) or 'messages' (OpenAI) column")
-        )
-        raise CompatError(
-            f"{path}: no conversation column (columns found: {', '.join(found) or 'none'}); "
-            f"expected {wanted}, or name the column with --conversations-key"
-        )
-    return False
+    options = ColumnOptions.from_env()
+    if conversation_key:
+        options = ColumnOptions(conversation_key, options.prompt, options.response, options.system)
+    for row in parsed:
+        try:
+            find_conversation(row, options)
+            return False
+        except NoConversation:
+            continue
+    found = sorted({key for row in parsed for key in row})
+    raise DataError(no_conversation_message(str(path), found, conversation_key))

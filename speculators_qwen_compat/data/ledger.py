@@ -2,7 +2,9 @@
 
 ``datasets.map`` runs the fixes in worker processes, so counts cannot live in one process's
 memory. Each process keeps counters for the batch it is in and, when the outermost batch ends,
-appends one JSON line to ``<ledger dir>/<pid>.jsonl``. The run (see fixes/run_report.py) makes
+appends one JSON line to ``<ledger dir>/<pid>.jsonl``: rows seen, skips with their reasons, notes
+(counted events such as unknown roles treated as assistant) and the batch's data-quality
+statistics (quality.py). The run (see fixes/run_report.py) makes
 the directory, exports it in ``SPECULATORS_QWEN_COMPAT_LEDGER`` before the map starts (forked and
 spawned workers inherit it) and adds the lines up at the end.
 """
@@ -19,6 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from speculators_qwen_compat.data.quality import QualityStats
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -30,6 +35,8 @@ EXAMPLES_PER_REASON = 5
 class _Pending:
     seen: int = 0
     skips: list[tuple[str, str]] = field(default_factory=list)
+    notes: Counter[str] = field(default_factory=Counter)
+    quality: QualityStats = field(default_factory=QualityStats)
     depth: int = 0
 
 
@@ -58,12 +65,29 @@ def skip(reason: str, where: str = "") -> None:
         flush()
 
 
+def note(text: str, count: int = 1) -> None:
+    """Count an event that is not a skip (e.g. "turns with role 'x' treated as assistant")."""
+    _pending.notes[text] += count
+    if _pending.depth == 0:
+        flush()
+
+
+def quality() -> QualityStats:
+    """The current batch's data-quality statistics, to add rows to."""
+    return _pending.quality
+
+
 def flush() -> None:
-    if not _pending.seen and not _pending.skips:
+    if not _pending.seen and not _pending.skips and not _pending.notes and not _pending.quality:
         return
     directory = os.environ.get(LEDGER_ENV)
     if directory and os.path.isdir(directory):
-        line = json.dumps({"seen": _pending.seen, "skips": _pending.skips}, ensure_ascii=False)
+        record: dict[str, Any] = {"seen": _pending.seen, "skips": _pending.skips}
+        if _pending.notes:
+            record["notes"] = dict(_pending.notes)
+        if _pending.quality:
+            record["quality"] = _pending.quality.to_json()
+        line = json.dumps(record, ensure_ascii=False)
         with open(os.path.join(directory, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
     else:
@@ -71,8 +95,14 @@ def flush() -> None:
             if reason not in _warned_reasons:
                 _warned_reasons.add(reason)
                 log.warning("skipped a conversation (%s): %s", where or "row", reason)
+        for text in _pending.notes:
+            if text not in _warned_reasons:
+                _warned_reasons.add(text)
+                log.warning("%s", text)
     _pending.seen = 0
     _pending.skips = []
+    _pending.notes = Counter()
+    _pending.quality = QualityStats()
 
 
 @dataclass
@@ -82,12 +112,23 @@ class Tally:
     conversations_in: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    notes: Counter[str] = field(default_factory=Counter)
+    quality: QualityStats = field(default_factory=QualityStats)
 
     @property
     def skipped_total(self) -> int:
         return sum(self.skipped.values())
 
-    def add(self, seen: int, skips: list[tuple[str, str]]) -> None:
+    def add(
+        self,
+        seen: int,
+        skips: list[tuple[str, str]],
+        notes: dict[str, int] | None = None,
+        quality: dict[str, Any] | None = None,
+    ) -> None:
+        self.notes.update(notes or {})
+        if quality:
+            self.quality.merge(quality)
         self.conversations_in += seen
         for reason, where in skips:
             self.skipped[reason] += 1
@@ -98,9 +139,23 @@ class Tally:
     def top_reasons(self, limit: int = 5) -> str:
         return ", ".join(f'{n} x "{reason}"' for reason, n in self.skipped.most_common(limit))
 
+    def warnings(self) -> dict[str, dict[str, Any]]:
+        """The data-quality warnings that fire for what this run read (quality.py)."""
+        from speculators_qwen_compat.data.quality import warnings
+
+        return warnings(self.quality)
+
     def summary(self) -> str:
+        """``skipped N of M conversations: ...; K turns with role 'x' ...; data warnings: ...``"""
+        from speculators_qwen_compat.data.quality import summary
+
         line = f"skipped {self.skipped_total} of {self.conversations_in} conversations"
-        return f"{line}: {self.top_reasons(len(self.skipped))}" if self.skipped else line
+        if self.skipped:
+            line += f": {self.top_reasons(len(self.skipped))}"
+        for text, count in self.notes.most_common():
+            line += f"; {count} {text}"
+        warned = summary(self.warnings())
+        return f"{line}; {warned}" if warned else line
 
 
 class Ledger:
@@ -119,7 +174,12 @@ class Ledger:
             for line in path.read_text(encoding="utf-8").splitlines():
                 if line.strip():
                     record = json.loads(line)
-                    tally.add(record["seen"], [tuple(s) for s in record["skips"]])
+                    tally.add(
+                        record["seen"],
+                        [tuple(s) for s in record["skips"]],
+                        record.get("notes"),
+                        record.get("quality"),
+                    )
         return tally
 
     def close(self) -> Tally:

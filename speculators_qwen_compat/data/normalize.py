@@ -5,7 +5,26 @@ Arrow unified a file holding both (absent keys then read as None). The result is
 with ``role`` in {system, user, assistant, tool}, ``content`` as given (strings, or parts lists
 with text parts in ``{"type": "text", "text": ...}`` form), reasoning under both
 ``reasoning_content`` (what Qwen templates read) and ``thinking`` (what speculators <= 0.5 keeps),
-and tool-call arguments as mappings (Qwen3.6 renders them with ``|items``).
+and tool calls in the OpenAI shape.
+
+Other shapes are turned into that one here, on every release (docs/upstream.md, "Conversation
+column and normalization"):
+- roles by table, case-insensitively (``developer`` -> system; ``function``, ``observation``,
+  ``ipython``, ``tool_response`` -> tool; ``function_call`` turns -> an assistant tool call);
+  any other role follows the installed release: speculators <= 0.7 drop the turn, 0.8+ treat it
+  as assistant on purpose (model names in on-policy data); ``--unknown-roles skip`` makes it a
+  skip reason instead. Each case is counted (``Normalized.notes``).
+- Anthropic-style content blocks: ``text``; ``thinking`` -> reasoning; ``tool_use`` -> an OpenAI
+  tool call; ``tool_result`` -> a ``tool`` turn before the rest of the user turn.
+- OpenAI's legacy ``function_call`` on an assistant turn -> ``tool_calls``.
+- Tool-call arguments given as objects (Anthropic ``input``, LLaMA-Factory ``function_call``
+  values) are re-serialised with ``json.dumps(..., ensure_ascii=False)``, the OpenAI shape.
+- Reasoning given both in a field and inline as ``<think>...</think>`` in the content: the inline
+  copy is removed, so it is never rendered twice.
+- ``weight`` on a turn (OpenAI fine-tuning 0/1, ShareGPT-family floats, null = train) and
+  axolotl's ``train: false``: an assistant turn with weight 0 stays as context and is never
+  supervised (``Normalized.context``).
+- ``name`` is kept on every turn: templates that render it (user/system names) get it.
 
 A row that cannot be turned into such a conversation raises ``BadConversation`` whose message is
 the reason counted in the skip report.
@@ -14,12 +33,23 @@ the reason counted in the skip report.
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-#: Role names seen in the wild, mapped to the four roles Qwen templates render. Anything else
-#: is a skipped conversation with its own reason, never silently supervised text.
+from speculators_qwen_compat.data.columns import (
+    CONVERSATION_KEYS,
+    ColumnOptions,
+    NoConversation,
+    find_conversation,
+    row_system,
+)
+
+#: Role names seen in the wild, mapped to the four roles Qwen templates render.
 ROLE_TABLE: dict[str, str] = {
     "system": "system",
     "developer": "system",
@@ -40,40 +70,131 @@ ROLE_TABLE: dict[str, str] = {
 }
 
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
-CONVERSATION_KEYS = ("conversations", "messages")
+TOOLS_KEYS = ("tools", "functions")  # OpenAI tools; OpenAI's legacy functions
+UNKNOWN_ROLES_ENV = "SPECULATORS_QWEN_COMPAT_UNKNOWN_ROLES"
+UNKNOWN_ROLE_CHOICES = ("release", "assistant", "drop", "skip")
+_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+
+#: What the installed release does with a role it does not know ("assistant" on 0.8+, "drop"
+#: before); set by the conversations fix from upstream's shape, else read from the version.
+release_unknown_roles: str | None = None
+
+__all__ = ["CONVERSATION_KEYS", "BadConversation", "Normalized", "normalize_row"]
 
 
 class BadConversation(ValueError):
     """A row that cannot become a conversation; the message is the skip reason."""
 
 
+@dataclass
+class Normalized:
+    """One row, normalised: the conversation, its tools, and what the run must count."""
+
+    conversation: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    #: indices of assistant turns with weight 0: context, never supervised
+    context: list[int] = field(default_factory=list)
+    column: str = ""
+    #: one entry per counted event, e.g. "turns with role 'gpt-4o' treated as assistant, ..."
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    notes: list[str] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)
+    calls_without_arguments: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=1)
+def _release() -> str:
+    try:
+        from importlib.metadata import version
+
+        return ".".join(version("speculators").split(".")[:2])
+    except Exception:  # not installed: the newest behaviour
+        return ""
+
+
+def unknown_role_policy() -> str:
+    """ "assistant", "drop" or "skip": ``--unknown-roles``, else the installed release's own."""
+    chosen = os.environ.get(UNKNOWN_ROLES_ENV, "release")
+    if chosen in ("assistant", "drop", "skip"):
+        return chosen
+    if release_unknown_roles:
+        return release_unknown_roles
+    release = _release()
+    try:
+        old = bool(release) and tuple(int(x) for x in release.split(".")) < (0, 8)
+    except ValueError:
+        old = False
+    return "drop" if old else "assistant"
+
+
+def _unknown_role_note(role: str, policy: str) -> str:
+    how = "treated as assistant" if policy == "assistant" else "dropped"
+    if os.environ.get(UNKNOWN_ROLES_ENV, "release") == policy:
+        return f"turns with role {role!r} {how} (--unknown-roles {policy})"
+    return f"turns with role {role!r} {how}, as speculators {_release() or 'upstream'} does"
+
+
 def pick_conversation(row: Mapping[str, Any], key: str | None = None) -> Any:
-    """The conversation of a row: the named column, else ``conversations``, else ``messages``."""
-    names = (key,) if key else CONVERSATION_KEYS
-    for name in names:
-        value = row.get(name)
-        if value is not None:
-            return value
-    if any(name in row for name in names):
-        raise BadConversation("conversation is null")
-    raise BadConversation(
-        f"no {key!r} column" if key else "no 'conversations' or 'messages' column"
-    )
+    """The conversation of a row: the named column, else the first one found (columns.py)."""
+    try:
+        return find_conversation(row, ColumnOptions(conversations_key=key))[0]
+    except NoConversation as exc:
+        raise BadConversation(str(exc)) from None
+
+
+def normalize_row(row: Mapping[str, Any], options: ColumnOptions | None = None) -> Normalized:
+    """One row (a parsed JSON object) -> its normalised conversation, tools and notes."""
+    options = options or ColumnOptions()
+    try:
+        conv, column = find_conversation(row, options)
+    except NoConversation as exc:
+        raise BadConversation(str(exc)) from None
+    state = _State()
+    turns = _normalize(conv, state)
+    system = row_system(row, options)
+    if system and not any(t["role"] == "system" for t in turns):
+        text = _system_text(system)
+        if text:
+            turns.insert(0, {"role": "system", "content": text})
+            state.context = [i + 1 for i in state.context]
+    tools = _tools_of(row)
+    _check_calls_without_arguments(state.calls_without_arguments, tools)
+    assistant = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
+    if assistant and all(i in state.context for i in assistant):
+        raise BadConversation("nothing to supervise: every assistant turn has weight 0")
+    return Normalized(turns, tools, state.context, column, state.notes)
 
 
 def normalize_conversation(conv: Any, turn_dropout: bool = False) -> list[dict[str, Any]]:
     """Normalize one conversation; raises BadConversation with the reason when it cannot."""
-    if isinstance(conv, str):
-        conv = _json_value(conv, "conversation is a string that is not JSON")
-    if not isinstance(conv, list) or not conv:
-        raise BadConversation("conversation is empty or not a list")
-    turns = [_normalize_turn(turn, index) for index, turn in enumerate(conv)]
+    turns = _normalize(conv, _State())
     if turn_dropout:
         turns = _drop_trailing_turns(turns)
     return turns
 
 
-def _normalize_turn(turn: Any, index: int) -> dict[str, Any]:
+def _normalize(conv: Any, state: _State) -> list[dict[str, Any]]:
+    if isinstance(conv, str):
+        conv = _json_value(conv, "conversation is a string that is not JSON")
+    if not isinstance(conv, list) or not conv:
+        raise BadConversation("conversation is empty or not a list")
+    turns: list[dict[str, Any]] = []
+    for turn in conv:
+        for out, context in _normalize_turn(turn, state):
+            if context and out["role"] == "assistant":
+                state.context.append(len(turns))
+            turns.append(out)
+    if not turns:
+        raise BadConversation("conversation is empty or not a list")
+    return turns
+
+
+def _normalize_turn(turn: Any, state: _State) -> list[tuple[dict[str, Any], bool]]:
+    """One input turn -> the turns it becomes, each with "is context" (weight 0)."""
     if not isinstance(turn, Mapping):
         raise BadConversation(f"turn is not a mapping ({type(turn).__name__})")
     raw_role = turn.get("from")
@@ -81,29 +202,198 @@ def _normalize_turn(turn: Any, index: int) -> dict[str, Any]:
         raw_role = turn.get("role")
     if raw_role is None:
         raise BadConversation("turn without a role")
-    role = ROLE_TABLE.get(str(raw_role).strip().lower())
+    key = str(raw_role).strip().lower()
+    role = ROLE_TABLE.get(key)
     if role is None:
-        raise BadConversation(f"unknown role {str(raw_role)[:40]!r}")
+        policy = unknown_role_policy()
+        if policy == "skip":
+            raise BadConversation(f"unknown role {str(raw_role)[:40]!r}")
+        state.notes.append(_unknown_role_note(str(raw_role)[:40], policy))
+        if policy == "drop":
+            return []
+        role = "assistant"
 
     content = turn.get("value")
     if content is None:
         content = turn.get("content")
-    out: dict[str, Any] = {"role": role, "content": _normalize_content(content)}
-
-    if raw_role == "function_call":  # ShareGPT function-calling sets: the call is the value
-        out["content"] = ""
-        out["tool_calls"] = _normalize_tool_calls(content)
-    elif turn.get("tool_calls"):
-        out["tool_calls"] = _normalize_tool_calls(turn["tool_calls"])
-    for key in ("tool_call_id", "name"):
-        if turn.get(key) and role in ("tool", "assistant"):
-            out[key] = turn[key]
-
+    context = _weight_is_zero(turn)
+    before: list[tuple[dict[str, Any], bool]] = []
+    blocks = _blocks(content)
     reasoning = next((turn[k] for k in REASONING_KEYS if turn.get(k)), None)
+    calls: Any = turn.get("tool_calls") or None
+    if blocks is not None:
+        content, block_reasoning, block_calls, results = blocks
+        reasoning = reasoning or block_reasoning
+        calls = (calls or []) + block_calls if block_calls else calls
+        before = [(result, False) for result in results]
+        if results and role == "user" and not _has_text(content):
+            return before  # a user turn that only carried tool results
+    if key == "function_call":  # LLaMA-Factory / ShareGPT function calling: the call is the value
+        calls = _as_openai_calls(
+            _json_value(content, "function_call turn is not JSON")
+            if isinstance(content, str)
+            else content
+        )
+        content = ""
+    out: dict[str, Any] = {"role": role, "content": _normalize_content(content)}
+    if key != "function_call" and turn.get("function_call") and role == "assistant":
+        # OpenAI's legacy single call
+        calls = (calls or []) + _as_openai_calls(turn["function_call"])
+    if calls:
+        out["tool_calls"] = _normalize_tool_calls(calls, state)
+    for name in ("tool_call_id", "name"):
+        if turn.get(name):
+            out[name] = turn[name]
+    if role == "tool" and not out.get("tool_call_id") and turn.get("tool_use_id"):
+        out["tool_call_id"] = turn["tool_use_id"]
+
     if reasoning is not None and role == "assistant":
         out["reasoning_content"] = reasoning
         out["thinking"] = reasoning
-    return out
+        if isinstance(out["content"], str) and _THINK.match(out["content"]):
+            out["content"] = _THINK.sub("", out["content"], count=1)  # never rendered twice
+    return [*before, (out, context)]
+
+
+def _weight_is_zero(turn: Mapping[str, Any]) -> bool:
+    weight = turn.get("weight")
+    if turn.get("train") is False:
+        return True
+    if weight is None:
+        return False
+    try:
+        return float(weight) == 0.0
+    except (TypeError, ValueError):
+        raise BadConversation(f"turn weight {str(weight)[:20]!r} is not a number") from None
+
+
+def _has_text(content: Any) -> bool:
+    if isinstance(content, list):
+        return any(_has_text(part) for part in content)
+    if isinstance(content, Mapping):
+        return bool(str(content.get("text") or "").strip()) or content.get("type") != "text"
+    return bool(str(content or "").strip())
+
+
+ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
+
+
+def _blocks(content: Any) -> tuple[Any, str | None, list[dict], list[dict]] | None:
+    """Anthropic-style content blocks -> (text parts, reasoning, tool calls, tool turns), or
+    None when the content has none of those blocks."""
+    if not isinstance(content, list) or not any(
+        isinstance(b, Mapping) and b.get("type") in ANTHROPIC_BLOCKS for b in content
+    ):
+        return None
+    parts: list[Any] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "thinking":
+            reasoning.append(str(block.get("thinking") or ""))
+        elif kind == "redacted_thinking":
+            continue
+        elif kind == "tool_use":
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": block.get("name"),
+                        "arguments": _dumps(block.get("input", {})),
+                    },
+                }
+            )
+        elif kind == "tool_result":
+            result = block.get("content")
+            if isinstance(result, list):
+                result = "\n".join(
+                    str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in result
+                )
+            tool: dict[str, Any] = {"role": "tool", "content": "" if result is None else result}
+            if block.get("tool_use_id"):
+                tool["tool_call_id"] = block["tool_use_id"]
+            results.append(tool)
+        else:
+            parts.append(block)
+    return parts, "\n".join(reasoning) or None, calls, results
+
+
+def _as_openai_calls(value: Any) -> list[dict[str, Any]]:
+    """A LLaMA-Factory/legacy call (``{"name", "arguments"}``, or a list of them) in the
+    OpenAI shape; object arguments are re-serialised as JSON text."""
+    items = value if isinstance(value, list) else [value]
+    calls = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            raise BadConversation("tool call is not a mapping")
+        function = dict(item)
+        if "arguments" in function and not isinstance(function["arguments"], str):
+            function["arguments"] = _dumps(function["arguments"])
+        calls.append({"type": "function", "function": function})
+    return calls
+
+
+def _dumps(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _system_text(system: Any) -> Any:
+    """A top-level system prompt: text, or Anthropic's list of text blocks."""
+    if isinstance(system, list):
+        return "\n".join(
+            str(b.get("text", "")) if isinstance(b, Mapping) else str(b) for b in system
+        )
+    return system if isinstance(system, str) else None
+
+
+def _tools_of(row: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The row's tool definitions in the OpenAI shape, from ``tools`` and legacy ``functions``."""
+    tools: list[dict[str, Any]] = []
+    for key in TOOLS_KEYS:
+        value = row.get(key)
+        if value in (None, "", []):
+            continue
+        if isinstance(value, str):
+            value = _json_value(value, f"{key} column is not valid JSON")
+        if isinstance(value, Mapping):
+            value = [value]
+        if not isinstance(value, list):
+            raise BadConversation(f"{key} column is not a list of tool definitions")
+        tools.extend(_tool(item, key) for item in value)
+    return tools or None
+
+
+def _tool(item: Any, key: str) -> dict[str, Any]:
+    if isinstance(item, str):
+        item = _json_value(item, f"a {key} entry is not valid JSON")
+    if not isinstance(item, Mapping):
+        raise BadConversation(f"a {key} entry is not a tool definition")
+    item = {k: v for k, v in item.items() if v is not None}
+    if isinstance(item.get("function"), Mapping):
+        return {"type": item.get("type") or "function", "function": dict(item["function"])}
+    if not item.get("name"):
+        raise BadConversation(f"a {key} entry has no name")
+    if "input_schema" in item:  # Anthropic's tool shape
+        function = {k: v for k, v in item.items() if k not in ("input_schema", "type")}
+        function["parameters"] = item["input_schema"]
+        return {"type": "function", "function": function}
+    return {"type": "function", "function": {k: v for k, v in item.items() if k != "type"}}
+
+
+def _check_calls_without_arguments(names: list[str], tools: list[dict[str, Any]] | None) -> None:
+    """A call without arguments is fine only for a function whose schema takes none."""
+    schemas = {t["function"].get("name"): t["function"] for t in tools or []}
+    for name in names:
+        schema = schemas.get(name)
+        params = (schema or {}).get("parameters") or {}
+        if schema is None or params.get("properties") or params.get("required"):
+            raise BadConversation(
+                f"tool call {name!r} without arguments"
+                + ("" if schema else " (no tool definition says it takes none)")
+            )
 
 
 def _normalize_content(content: Any) -> Any:
@@ -145,7 +435,7 @@ def _inline_data(part: Mapping[str, Any]) -> bool:
     return False
 
 
-def _normalize_tool_calls(calls: Any) -> list[dict[str, Any]]:
+def _normalize_tool_calls(calls: Any, state: _State | None = None) -> list[dict[str, Any]]:
     if isinstance(calls, str):
         calls = _json_value(calls, "tool_calls is a string that is not JSON")
     if isinstance(calls, Mapping):
@@ -161,6 +451,8 @@ def _normalize_tool_calls(calls: Any) -> list[dict[str, Any]]:
         if not name:
             raise BadConversation("tool call without a name")
         arguments = function.get("arguments")
+        if arguments is None and "parameters" not in function and state is not None:
+            state.calls_without_arguments.append(str(name))
         if arguments is None:
             arguments = function.get("parameters", {})
         if isinstance(arguments, str):

@@ -7,12 +7,18 @@ Targets in ``preprocessing``:
   and files mixing formats fail to load. Local ``.json``/``.jsonl`` files and folders are read
   here instead (data/files.py: streamed into a memory-mapped Arrow file in datasets' cache), one
   JSON text per row; other specs go to upstream.
-- ``_preprocess_batch(examples, ...)``: each row is parsed, its conversation taken from
-  ``--conversations-key``, ``conversations`` or ``messages``, and normalised (normalize.py);
-  a row that cannot be read is dropped from the batch and counted with its reason.
+- ``_preprocess_batch(examples, ...)``: each row is parsed, its conversation found row by row
+  (data/columns.py: ``--conversations-key``, the flat ``--prompt-column`` mapping,
+  ``conversations``, ``messages``, ``conversation``, any column holding turns or their JSON
+  text) and normalised with its tools (data/normalize.py); a row that cannot be read is dropped
+  from the batch and counted with its reason. The indices of weight-0 assistant turns travel
+  in the ``_compat_context`` column to the row guard, which keeps them unsupervised; notes
+  (unknown roles) and data-quality statistics go to the ledger.
 - ``_normalize_conversation``: upstream's drops tool turns and tool calls (<= 0.5), keeps only
-  ``thinking`` (<= 0.5), maps unknown roles to assistant (0.8+) and crashes the map on a turn
-  that is not a mapping (all). Replaced by the idempotent normaliser.
+  ``thinking`` (<= 0.5), maps ``developer``/``function``/... to assistant (0.8+) and crashes the
+  map on a turn that is not a mapping (all). Replaced by the idempotent normaliser, which
+  follows the installed release for roles outside its table (dropped on <= 0.7, assistant on
+  0.8+: the shape decides, ``_warned_roles``/``_render_boundary_rows`` present meaning 0.8+).
 Shape needed: those three functions; ``load_raw_dataset`` either takes ``num_proc`` and returns
 a dataset (<= 0.5) or takes only the path and returns ``(dataset, normalize_fn)`` (0.6+).
 """
@@ -24,7 +30,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.errors import DataError
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
@@ -33,7 +39,8 @@ from speculators_qwen_compat.core.upstream import (
     is_pretokenized,
     parameters,
 )
-from speculators_qwen_compat.data import ledger
+from speculators_qwen_compat.data import ledger, normalize
+from speculators_qwen_compat.data.columns import ColumnOptions, no_conversation_message
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
@@ -41,14 +48,15 @@ from speculators_qwen_compat.data.files import (
     local_json_files,
 )
 from speculators_qwen_compat.data.normalize import (
-    CONVERSATION_KEYS,
     BadConversation,
     normalize_conversation,
-    pick_conversation,
+    normalize_row,
 )
 
 #: Set by ``--conversations-key``; read in the map workers, which inherit the environment.
 CONVERSATIONS_KEY_ENV = "SPECULATORS_QWEN_COMPAT_CONVERSATIONS_KEY"
+#: Per row, the indices of its weight-0 assistant turns (context only); read by the row guard.
+CONTEXT_COLUMN = "_compat_context"
 
 
 class ConversationsFix(Fix):
@@ -68,6 +76,8 @@ class ConversationsFix(Fix):
         return applies("load_raw_dataset, _preprocess_batch and _normalize_conversation wrapped")
 
     def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        render_era = hasattr(module, "_warned_roles") or hasattr(module, "_render_boundary_rows")
+        normalize.release_unknown_roles = "assistant" if render_era else "drop"
         returns_pair = "num_proc" not in parameters(module.load_raw_dataset)
 
         def load_raw_dataset(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -90,7 +100,7 @@ class ConversationsFix(Fix):
             with ledger.batch(batch_length(examples)):
                 return wrapped(read_batch(examples), *rest, **kwargs)
 
-        def normalize(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        def normalize_turns(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             conv = argument("conv", 0, args, kwargs)
             try:
                 return normalize_conversation(conv, bool(argument("turn_dropout", 1, args, kwargs)))
@@ -99,26 +109,27 @@ class ConversationsFix(Fix):
 
         patcher.wrap(module, "load_raw_dataset", load_raw_dataset)
         patcher.wrap(module, "_preprocess_batch", preprocess_batch)
-        patcher.wrap(module, "_normalize_conversation", normalize)
+        patcher.wrap(module, "_normalize_conversation", normalize_turns)
 
 
 def read_batch(examples: dict[str, list[Any]]) -> dict[str, list[Any]]:
     """Parse and normalise every row of a batch; unreadable rows are counted and left out.
 
     Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
-    and the ``file:line`` source of each row kept (for the row guard's report).
+    and for the row guard the ``file:line`` source of each row kept and the indices of its
+    weight-0 assistant turns.
     """
-    key = os.environ.get(CONVERSATIONS_KEY_ENV) or None
+    options = ColumnOptions.from_env()
     lines = examples.get(LINE_COLUMN)
     sources = examples.get(SOURCE_COLUMN)
-    columns = [k for k in ((key,) if key else CONVERSATION_KEYS) if k in examples]
-    if lines is None and not columns:
-        raise CompatError(
-            f"no conversation column (columns found: {', '.join(examples)}); expected "
-            "'conversations' (ShareGPT) or 'messages' (OpenAI), or name it with "
-            "--conversations-key"
-        )
-    out: dict[str, list[Any]] = {"conversations": [], "tools": [], SOURCE_COLUMN: []}
+    columns = [k for k in examples if k not in (LINE_COLUMN, SOURCE_COLUMN)]
+    out: dict[str, list[Any]] = {
+        "conversations": [],
+        "tools": [],
+        SOURCE_COLUMN: [],
+        CONTEXT_COLUMN: [],
+    }
+    quality = ledger.quality()
     for i in range(batch_length(examples)):
         where = sources[i] if sources else f"row {i} of its batch"
         try:
@@ -126,15 +137,23 @@ def read_batch(examples: dict[str, list[Any]]) -> dict[str, list[Any]]:
                 row = _json_row(lines[i])
             else:
                 row = {name: examples[name][i] for name in columns}
-                if "tools" in examples:
-                    row["tools"] = examples["tools"][i]
-            conversation = normalize_conversation(pick_conversation(row, key))
+            normalized = normalize_row(row, options)
         except BadConversation as exc:
             ledger.skip(str(exc), where)
             continue
-        out["conversations"].append(conversation)
-        out["tools"].append(row.get("tools"))
+        for text in normalized.notes:
+            ledger.note(text)
+        quality.add_row(
+            where if sources else "(dataset)",
+            normalized.column,
+            normalized.conversation,
+            normalized.tools,
+            normalized.context,
+        )
+        out["conversations"].append(normalized.conversation)
+        out["tools"].append(normalized.tools)
         out[SOURCE_COLUMN].append(where)
+        out[CONTEXT_COLUMN].append(normalized.context)
     if not any(out["tools"]):
         del out["tools"]
     return out
@@ -152,14 +171,18 @@ def _json_row(line: str) -> dict[str, Any]:
 
 def _require_conversations(spec: str, dataset: Any) -> None:
     columns = list(getattr(dataset, "column_names", None) or [])
-    key = os.environ.get(CONVERSATIONS_KEY_ENV) or None
-    wanted = (key,) if key else CONVERSATION_KEYS
-    if (
-        columns
-        and not any(c in columns for c in wanted)
-        and not is_pretokenized(dict.fromkeys(columns))
-    ):
-        raise CompatError(
-            f"--data {spec}: no conversation column (columns found: {', '.join(columns)}); "
-            "expected 'conversations' or 'messages', or name it with --conversations-key"
-        )
+    options = ColumnOptions.from_env()
+    if not columns or is_pretokenized(dict.fromkeys(columns)):
+        return
+    try:
+        first = dataset[0] if len(dataset) else {}
+    except Exception:  # a streaming or odd data set: let the rows decide
+        return
+    from speculators_qwen_compat.data.columns import NoConversation, find_conversation
+
+    try:
+        find_conversation(first, options)
+    except NoConversation:
+        raise DataError(
+            no_conversation_message(f"--data {spec}", columns, options.conversations_key)
+        ) from None

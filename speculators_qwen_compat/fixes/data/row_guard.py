@@ -10,6 +10,9 @@ Releases and targets (fact sheet §3):
 - 0.8+ catch per conversation inside ``_render_conversation_rows`` and return ``[]`` (F:368,
   G:373), so failures are silent in the counts. Targets: ``_render_conversation_rows`` (guarded
   and counted) and ``_render_boundary_rows`` (its exception is remembered as the reason).
+Weight-0 assistant turns (data/weights.py) are unset here too: on <= 0.7 in the row's mask
+(``_create_loss_mask_from_offsets`` is wrapped for pattern masks; transformers' assistant masks
+are corrected after the row), on 0.8+ by dropping their boundary rows.
 In every release a row with no supervised token left (no assistant turn, or none inside
 ``--seq-length``) is dropped and counted too: <= 0.6 keeps such all-zero rows.
 """
@@ -28,8 +31,10 @@ from speculators_qwen_compat.core.upstream import (
     is_pretokenized,
     parameters,
 )
-from speculators_qwen_compat.data import ledger
+from speculators_qwen_compat.data import ledger, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
+
+CONTEXT_COLUMN = "_compat_context"  # written by the conversations fix (read_batch)
 
 NOTHING_TO_SUPERVISE = (
     "nothing to supervise (no assistant turn after a user turn, or none inside --seq-length)"
@@ -67,26 +72,61 @@ class RowGuardFix(Fix):
 def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
     """<= 0.7: call upstream's batch function once per row."""
 
+    current: dict[str, Any] = {"ordinals": [], "turns": 0, "placed": False, "error": None}
+
+    def loss_mask_from_offsets(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        mask = wrapped(*args, **kwargs)
+        if current["ordinals"]:
+            text = argument("text", 0, args, kwargs)
+            offsets = argument("offsets", 1, args, kwargs)
+            pattern = argument("assistant_pattern", 2, args, kwargs)
+            try:
+                weights.unset_matches(
+                    mask, text, offsets, pattern, current["ordinals"], current["turns"]
+                )
+            except weights.WeightsUnplaceable as exc:
+                current["error"] = exc
+                raise
+            current["placed"] = True
+        return mask
+
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         examples = args[0] if args else kwargs.pop("examples")
         rest = args[1:]
         if is_pretokenized(examples) or not examples.get("conversations"):
             return wrapped(examples, *rest, **kwargs)
         processor = argument("processor", 0, rest, kwargs) or argument("tokenizer", 0, rest, kwargs)
+        max_length = argument("max_length", 1, rest, kwargs)
+        contexts = examples.get(CONTEXT_COLUMN)
         merged: dict[str, list[Any]] = {}
         n = batch_length(examples)
         with ledger.batch(n):
             for i in range(n):
                 one = {k: v[i : i + 1] for k, v in examples.items()}
                 where = _where(examples, i)
+                conversation = examples["conversations"][i]
+                current["ordinals"] = weights.assistant_ordinals(
+                    conversation, contexts[i] if contexts else []
+                )
+                current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
+                current["placed"], current["error"] = False, None
                 try:
                     out = wrapped(one, *rest, **kwargs)
+                    if current["ordinals"] and not current["placed"]:
+                        for mask in out.get("loss_mask", []):
+                            clipped = isinstance(max_length, int) and len(mask) >= max_length
+                            weights.unset_runs(mask, current["ordinals"], current["turns"], clipped)
                 except Exception as exc:
                     ledger.skip(reason_of(exc), where)
                     continue
+                finally:
+                    current["ordinals"] = []
                 kept = [j for j, mask in enumerate(out.get("loss_mask", [])) if _supervised(mask)]
                 if not kept:
-                    ledger.skip(_diagnose(module, one, processor), where)
+                    error = current["error"]  # 0.7 catches and logs it inside the row
+                    ledger.skip(
+                        reason_of(error) if error else _diagnose(module, one, processor), where
+                    )
                 for column, values in out.items():
                     merged.setdefault(column, []).extend(values[j] for j in kept)
         if not merged:  # every row skipped: the columns upstream would have given
@@ -96,20 +136,23 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
         return merged
 
     patcher.wrap(module, "_preprocess_batch", preprocess_batch)
+    if callable(getattr(module, "_create_loss_mask_from_offsets", None)):
+        patcher.wrap(module, "_create_loss_mask_from_offsets", loss_mask_from_offsets)
 
 
 def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
     """0.8+: guard each conversation; remember why a render failed, for the count."""
-    state: dict[str, Any] = {"error": None, "sources": None}
+    state: dict[str, Any] = {"error": None, "sources": None, "contexts": None}
 
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         examples = args[0] if args else kwargs["examples"]
         state["sources"] = examples.get(SOURCE_COLUMN)
+        state["contexts"] = examples.get(CONTEXT_COLUMN)
         with ledger.batch(batch_length(examples)):
             try:
                 return wrapped(*args, **kwargs)
             finally:
-                state["sources"] = None
+                state["sources"] = state["contexts"] = None
 
     def render_boundary_rows(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         try:
@@ -129,6 +172,9 @@ def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
         except Exception as exc:
             ledger.skip(reason_of(exc), where)
             return None  # upstream's "unusable conversation"
+        contexts = state["contexts"]
+        if rows and contexts and isinstance(idx, int) and contexts[idx]:
+            rows = weights.drop_context_rows(rows, contexts[idx])
         if rows is None:
             ledger.skip("conversation is empty or not a list", where)
         elif state["error"] is not None:

@@ -6,7 +6,8 @@ Targets:
   time): opens a skip ledger (ledger.py) for the run, exports it to the map workers, adds it up
   at the end and logs ``skipped N of M conversations: K x "<reason>", ...``. When no row
   survives it raises CompatError with the top reasons (0.7+ raise "No samples remain" without
-  them) unless ``allow_empty_output`` is set.
+  them) unless ``allow_empty_output`` is set. With ``--strict-data`` a data-quality warning
+  (data/quality.py) is fatal too, before upstream saves anything.
 - ``preprocessing._visualize_sample``: <= 0.6 write an empty token_freq.pt and then die on
   ``IndexError`` at ``preprocessed[0]`` (A:402, B:500, C:536, D:762); an empty dataset becomes the
   same CompatError instead.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.errors import DataError
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING
 from speculators_qwen_compat.data.ledger import Ledger, Tally
@@ -81,12 +82,13 @@ def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             result = wrapped(*args, **kwargs)
         except ValueError as exc:
             if "No samples remain" in str(exc):
-                raise CompatError(_empty_message(_current.tally())) from exc
+                raise DataError(_empty_message(_current.tally())) from exc
             raise
         dataset = result[0] if isinstance(result, tuple) else result
         rows_out = len(dataset)
         if rows_out == 0 and not kwargs.get("allow_empty_output"):
-            raise CompatError(_empty_message(_current.tally()))
+            raise DataError(_empty_message(_current.tally()))
+        _refuse_warnings_if_strict(_current.tally())
         return result
     finally:
         tally = _current.close()
@@ -96,10 +98,20 @@ def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             (log.warning if tally.skipped else log.info)("%s", tally.summary())
 
 
+def _refuse_warnings_if_strict(tally: Tally) -> None:
+    """``--strict-data``: a data-quality warning (data/quality.py) ends the run, before
+    anything is written."""
+    from speculators_qwen_compat.data import quality
+
+    if quality.strict() and tally.warnings():
+        found = quality.summary(tally.warnings())
+        raise DataError(f"--strict-data: {found}; the dataset was not written")
+
+
 def _visualize_sample(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     dataset = args[0] if args else kwargs.get("preprocessed")
     if dataset is not None and len(dataset) == 0:
-        raise CompatError(_empty_message(_current.tally() if _current else Tally()))
+        raise DataError(_empty_message(_current.tally() if _current else Tally()))
     return wrapped(*args, **kwargs)
 
 

@@ -1,0 +1,214 @@
+"""Data that would train a useless drafter: file-wide checks over the replies of a run.
+
+A drafter learns to predict the target's replies. A file whose replies are one placeholder
+("OK." written to get past a template), short boilerplate, prompts without replies, or the same
+conversations twice trains silently on every release (upstream never looks at the text). Each
+map worker adds what it read to a ``QualityStats`` (per file: reply counts, the repeated reply
+texts, boilerplate and prompt-only counts, a 64-bit hash per conversation); the ledger carries
+them to the parent (ledger.py), which merges them and decides, per file, which warnings fire
+(``warnings``). They are counted in ``compat_report.json`` under ``warnings``, named in the
+run's last line and by ``doctor``; ``--strict-data`` makes them fatal. Same on every release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+STRICT_ENV = "SPECULATORS_QWEN_COMPAT_STRICT_DATA"
+
+#: One reply text this share of a file's replies (and at least this many) is a placeholder.
+DOMINANT_SHARE, DOMINANT_MIN = 0.5, 4
+#: Boilerplate replies this share of a file's replies (and at least this many) fire too.
+BOILERPLATE_SHARE, BOILERPLATE_MIN = 0.3, 3
+BOILERPLATE = frozenset(
+    (
+        "ok", "okay", "k", "sure", "done", "noted", "understood", "acknowledged", "thanks",
+        "fine", "great", "cool", "yep", "yeah", "placeholder", "todo", "tbd", "n/a", "na",
+        "none", "null", "response", "answer", "output", "reply", "got it", "thank you",
+        "no problem", "certainly", "of course", "i see", "all right", "alright", "will do",
+        "sounds good", "i understand", "lorem ipsum",
+    )
+)  # fmt: skip
+_PUNCT = re.compile(r"[\s.!。,;:…\-*_`'\"]+")
+REGENERATE = (
+    "regenerate the replies with the target model (speculators 0.9: `speculators "
+    "regenerate-responses`), or remove those rows"
+)
+WHAT_TO_DO = {
+    "placeholder_replies": "a drafter trained on them learns to say them: " + REGENERATE,
+    "boilerplate_replies": "a drafter trained on them learns to say them: " + REGENERATE,
+    "prompt_only_rows": "they train nothing: generate the replies with the target model "
+    "(speculators 0.9: `speculators regenerate-responses`)",
+    "duplicate_conversations": "they train those conversations twice: deduplicate the data",
+}
+
+
+def file_of(source: str) -> str:
+    """The file of a row's source (``file:line`` or ``file[index]``)."""
+    if source.endswith("]") and "[" in source:
+        return source[: source.rindex("[")]
+    head, _, tail = source.rpartition(":")
+    return head if head and tail.isdigit() else source
+
+
+def boilerplate(text: str) -> bool:
+    return _PUNCT.sub(" ", text.casefold()).strip() in BOILERPLATE
+
+
+@dataclass
+class FileStats:
+    replies: int = 0
+    boilerplate: int = 0
+    prompt_only: int = 0
+    prompt_only_example: str = ""
+    texts: Counter[str] = field(default_factory=Counter)
+    columns: Counter[str] = field(default_factory=Counter)
+    hashes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class QualityStats:
+    """What the rows of a run (or one batch of it) say about their files."""
+
+    files: dict[str, FileStats] = field(default_factory=dict)
+
+    def add_row(
+        self,
+        source: str,
+        column: str,
+        conversation: list[dict[str, Any]],
+        tools: Any = None,
+        context: list[int] | None = None,
+    ) -> None:
+        stats = self.files.setdefault(file_of(source), FileStats())
+        stats.columns[column] += 1
+        payload = json.dumps([conversation, tools], sort_keys=True, ensure_ascii=False)
+        stats.hashes.append(hashlib.blake2b(payload.encode(), digest_size=8).hexdigest())
+        answered = False
+        for index, turn in enumerate(conversation):
+            if turn.get("role") != "assistant":
+                continue
+            text = _text(turn.get("content")).strip()
+            if text or turn.get("tool_calls") or turn.get("reasoning_content"):
+                answered = True
+            if not text or turn.get("tool_calls") or index in (context or ()):
+                continue
+            stats.replies += 1
+            stats.texts[text[:200]] += 1
+            stats.boilerplate += boilerplate(text)
+        if not answered:
+            stats.prompt_only += 1
+            stats.prompt_only_example = stats.prompt_only_example or source
+
+    def to_json(self) -> dict[str, Any]:
+        """Compact form for the ledger: singleton reply texts are dropped (they cannot make a
+        placeholder), hashes joined into one string."""
+        return {
+            name: {
+                "replies": s.replies,
+                "boilerplate": s.boilerplate,
+                "prompt_only": s.prompt_only,
+                "prompt_only_example": s.prompt_only_example,
+                "texts": {t: n for t, n in s.texts.items() if n > 1},
+                "columns": dict(s.columns),
+                "hashes": "".join(s.hashes),
+            }
+            for name, s in self.files.items()
+        }
+
+    def merge(self, data: dict[str, Any]) -> None:
+        for name, item in data.items():
+            stats = self.files.setdefault(name, FileStats())
+            stats.replies += item["replies"]
+            stats.boilerplate += item["boilerplate"]
+            stats.prompt_only += item["prompt_only"]
+            stats.prompt_only_example = stats.prompt_only_example or item["prompt_only_example"]
+            stats.texts.update(item["texts"])
+            stats.columns.update(item["columns"])
+            text = item["hashes"]
+            stats.hashes.extend(text[i : i + 16] for i in range(0, len(text), 16))
+
+    def __bool__(self) -> bool:
+        return bool(self.files)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def warnings(stats: QualityStats) -> dict[str, dict[str, Any]]:
+    """``kind -> {"count", "details", "what_to_do"}`` for every check that fires."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def add(kind: str, count: int, detail: str) -> None:
+        entry = found.setdefault(kind, {"count": 0, "details": [], "what_to_do": WHAT_TO_DO[kind]})
+        entry["count"] += count
+        entry["details"].append(detail)
+
+    seen: Counter[str] = Counter()
+    for s in stats.files.values():
+        seen.update(s.hashes)
+    for name, s in sorted(stats.files.items()):
+        if s.texts:
+            text, top = s.texts.most_common(1)[0]
+            if top >= DOMINANT_MIN and top >= DOMINANT_SHARE * s.replies:
+                add(
+                    "placeholder_replies",
+                    top,
+                    f"{name}: {top} of {s.replies} replies are {_quote(text)}",
+                )
+        if s.boilerplate >= BOILERPLATE_MIN and s.boilerplate >= BOILERPLATE_SHARE * s.replies:
+            add(
+                "boilerplate_replies",
+                s.boilerplate,
+                f"{name}: {s.boilerplate} of {s.replies} replies are short boilerplate",
+            )
+        if s.prompt_only:
+            add(
+                "prompt_only_rows",
+                s.prompt_only,
+                f"{name}: {s.prompt_only} rows without a reply (first: {s.prompt_only_example})",
+            )
+        dups = sum(1 for h in s.hashes if seen[h] > 1)
+        if dups:
+            add("duplicate_conversations", dups, f"{name}: {dups} rows")
+    if "duplicate_conversations" in found:  # count each repeat once, not each copy
+        found["duplicate_conversations"]["count"] = sum(n - 1 for n in seen.values() if n > 1)
+    return found
+
+
+def _quote(text: str) -> str:
+    short = " ".join(text.split())
+    return repr(short if len(short) <= 40 else short[:37] + "...")
+
+
+LABELS = {
+    "placeholder_replies": "placeholder replies",
+    "boilerplate_replies": "boilerplate replies",
+    "prompt_only_rows": "prompt-only rows",
+    "duplicate_conversations": "exact duplicate conversations",
+}
+
+
+def summary(found: dict[str, dict[str, Any]]) -> str:
+    """``warnings: 95 placeholder replies (a.jsonl: 95 of 100 replies are 'OK.'), ...``."""
+    if not found:
+        return ""
+    parts = [
+        f"{entry['count']} {LABELS[kind]} ({'; '.join(entry['details'][:2])})"
+        for kind, entry in found.items()
+    ]
+    todo = dict.fromkeys(entry["what_to_do"] for entry in found.values())
+    return "data warnings: " + ", ".join(parts) + " - " + "; ".join(todo)
+
+
+def strict() -> bool:
+    return os.environ.get(STRICT_ENV, "") not in ("", "0")

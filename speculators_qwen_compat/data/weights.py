@@ -1,0 +1,81 @@
+"""Per-turn training weights: assistant turns with ``weight`` 0 stay context, never supervised.
+
+OpenAI fine-tuning files mark assistant turns ``"weight": 0`` (shown to the model, not learned);
+ShareGPT-family sets use float weights, axolotl ``train: false``. The normaliser records the
+indices of such turns (normalize.py, ``Normalized.context``); here their tokens are taken out of
+the loss mask, whichever way the installed release masks (docs/upstream.md, "How loss masks are
+derived"):
+
+- <= 0.7, pattern masks (``_create_loss_mask_from_offsets``): the pattern matches once per
+  assistant turn, in order; the tokens of the matches of weight-0 turns are unset.
+- <= 0.7, transformers' assistant mask (templates with ``{% generation %}``): the mask's runs
+  of ones are the assistant turns in order; the runs of weight-0 turns are unset.
+- 0.8+, one row per assistant turn: the rows of weight-0 turns are dropped
+  (``drop_context_rows``).
+
+When the matches or runs cannot be told apart (their count differs from the assistant turns'),
+the conversation is skipped with ``WeightsUnplaceable``'s message rather than trained wrongly.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+class WeightsUnplaceable(ValueError):
+    """The weight-0 turns cannot be located in this row's mask; the message is the reason."""
+
+
+def assistant_ordinals(conversation: list[dict[str, Any]], context: list[int]) -> list[int]:
+    """For turn indices of weight-0 assistant turns, their rank among the assistant turns."""
+    ranks = [i for i, turn in enumerate(conversation) if turn.get("role") == "assistant"]
+    return [rank for rank, index in enumerate(ranks) if index in context]
+
+
+def unset_matches(
+    mask: Any,
+    text: str,
+    offsets: list[tuple[int, int]],
+    pattern: Any,
+    ordinals: list[int],
+    assistant_turns: int,
+) -> None:
+    """Pattern masks: unset the tokens of the ``ordinals``-th matches of ``pattern``."""
+    matches = list(re.finditer(pattern, text, re.DOTALL))
+    if len(matches) != assistant_turns:
+        raise WeightsUnplaceable(
+            f"weight-0 turns cannot be placed: the mask pattern matches {len(matches)} times "
+            f"for {assistant_turns} assistant turns"
+        )
+    for ordinal in ordinals:
+        start, end = matches[ordinal].start(1), matches[ordinal].end(1)
+        for index, (token_start, token_end) in enumerate(offsets):
+            if token_end > start and token_start < end:
+                mask[index] = 0
+
+
+def unset_runs(mask: Any, ordinals: list[int], assistant_turns: int, clipped: bool) -> None:
+    """Assistant masks: unset the ``ordinals``-th runs of ones (fewer runs only if clipped)."""
+    values = [int(v) for v in (mask.tolist() if hasattr(mask, "tolist") else mask)]
+    runs: list[tuple[int, int]] = []
+    for index, value in enumerate(values):
+        if value and (index == 0 or not values[index - 1]):
+            runs.append((index, index + 1))
+        elif value:
+            runs[-1] = (runs[-1][0], index + 1)
+    if len(runs) != assistant_turns and not (clipped and len(runs) < assistant_turns):
+        raise WeightsUnplaceable(
+            f"weight-0 turns cannot be placed: the assistant mask has {len(runs)} spans "
+            f"for {assistant_turns} assistant turns"
+        )
+    for ordinal in ordinals:
+        if ordinal < len(runs):
+            start, end = runs[ordinal]
+            for index in range(start, end):
+                mask[index] = 0
+
+
+def drop_context_rows(rows: list[dict[str, Any]], context: list[int]) -> list[dict[str, Any]]:
+    """0.8+: the boundary rows of weight-0 turns (the row of turn j carries ``conv[:j+1]``)."""
+    return [row for row in rows if len(row.get("conv") or ()) - 1 not in context]

@@ -23,7 +23,14 @@ class Release:
 
 _SCRIPT_ERA = {"local_render": NOT_NEEDED, "overwrite_guard": NOT_NEEDED}
 _RENDER_ERA = {"mask_probe": NOT_NEEDED, "local_render": APPLIED, "overwrite_guard": APPLIED}
-_EVERYWHERE = {"row_guard": APPLIED, "conversations": APPLIED, "run_report": APPLIED}
+_EVERYWHERE = {
+    "row_guard": APPLIED,
+    "conversations": APPLIED,
+    "run_report": APPLIED,
+}
+# Training fixes. verifier_norm: EAGLE-3 builds an x*w verifier_norm in every release (DFlash in
+# 0.6-0.8.1, and in 0.9.0 for qwen3_5_moe; 0.9.0 DFlash for dense qwen3_5 is left as it is).
+_TRAINING = {"verifier_norm": APPLIED}
 
 TESTED_RELEASES: dict[str, Release] = {
     r.version: r
@@ -32,31 +39,31 @@ TESTED_RELEASES: dict[str, Release] = {
             "0.5.0",
             "C",
             "git-only argparse script; the mask probe crashes on strict templates",
-            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA},
+            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
         ),
         Release(
             "0.6.0.2",
             "D",
             "git-only script; AutoProcessor; TemplateError kills the map",
-            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA},
+            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
         ),
         Release(
             "0.7.0.2",
             "E",
             "git-only script; per-row errors caught and logged",
-            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA},
+            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
         ),
         Release(
             "0.8.1",
             "F",
             "typer prepare-data; renders through vLLM's /render",
-            {**_RENDER_ERA, **_EVERYWHERE},
+            {**_RENDER_ERA, **_EVERYWHERE, **_TRAINING},
         ),
         Release(
             "0.9.0",
             "G",
             "typer prepare-data; /render with truncation fields",
-            {**_RENDER_ERA, **_EVERYWHERE},
+            {**_RENDER_ERA, **_EVERYWHERE, **_TRAINING},
         ),
     )
 }

@@ -8,6 +8,8 @@ from typing import Any
 
 PREPROCESSING = "speculators.data_generation.preprocessing"
 CLI_PREPARE_DATA = "speculators.cli.prepare_data"
+SPECULATOR_MODEL = "speculators.model"
+TRAIN_UTILS = "speculators.train.utils"
 
 
 def parameters(func: Callable[..., Any]) -> list[str]:

@@ -1,0 +1,93 @@
+"""Build drafters the way the installed release's own training code does (test helper).
+
+0.8+: ``speculators.train.cli.build_draft_model`` from a command line parsed by the release's
+own ``TrainConfig`` (the path ``python -m speculators.train`` takes). <= 0.7: the trainer is the
+git-only ``scripts/train.py``, which derives a ``LlamaConfig`` (EAGLE-3 family) or
+``Qwen3Config`` (DFlash family) from the verifier's text config and calls the registered model
+class's ``from_training_args``; the same model classes are called here with that recipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+TARGET_LAYERS = ("1", "2", "3")
+
+
+def drafter_types() -> list[str]:
+    """Registered speculator types whose drafters hold a frozen verifier_norm: not mtp, nor
+    0.5.0's DFlash (it has no verifier norm; building it without a vocab mapping raises)."""
+    from importlib.metadata import version
+
+    import speculators.models  # noqa: F401 (registers every type)
+    from packaging.version import Version
+    from speculators.model import SpeculatorModel
+
+    without = {"mtp"} | ({"dflash"} if Version(version("speculators")) < Version("0.6") else set())
+    return sorted(t for t in SpeculatorModel.registry if t not in without)
+
+
+def uses_cli() -> bool:
+    try:
+        from speculators.train.cli import build_draft_model  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build_drafter(verifier: Path, speculator_type: str, save_path: Path) -> Any:
+    if uses_cli():
+        return _build_with_cli(verifier, speculator_type, save_path)
+    return _build_like_script(verifier, speculator_type)
+
+
+def _build_with_cli(verifier: Path, speculator_type: str, save_path: Path) -> Any:
+    from speculators.model import SpeculatorModel
+    from speculators.train.cli import build_draft_model, parse_vocab_mappings
+    from speculators.train.config import TrainConfig
+
+    argv = [
+        "--speculator-type", speculator_type, "--verifier-name-or-path", str(verifier),
+        "--mask-token-id", "5", "--draft-attn-impl", "sdpa",
+        "--target-layer-ids", *TARGET_LAYERS, "--save-path", str(save_path),
+    ]  # fmt: skip
+    args = argparse.Namespace(**TrainConfig.resolve(argv).flatten())
+    d2t, t2d, vocab = parse_vocab_mappings(args)
+    return build_draft_model(args, SpeculatorModel.registry[speculator_type], t2d, d2t, vocab)
+
+
+def _build_like_script(verifier: Path, speculator_type: str) -> Any:
+    from speculators.model import SpeculatorModel
+    from transformers import AutoConfig, LlamaConfig, Qwen3Config
+
+    text = AutoConfig.from_pretrained(verifier)
+    text = getattr(text, "text_config", text)
+    eagle_family = speculator_type in ("eagle3", "peagle")
+    layer_config = (LlamaConfig if eagle_family else Qwen3Config)(
+        vocab_size=text.vocab_size,
+        hidden_size=text.hidden_size,
+        intermediate_size=text.intermediate_size,
+        num_hidden_layers=1 if eagle_family else 2,
+        num_attention_heads=text.num_attention_heads,
+        num_key_value_heads=text.num_key_value_heads,
+        hidden_act="silu",
+        max_position_embeddings=text.max_position_embeddings,
+        rms_norm_eps=text.rms_norm_eps,
+        head_dim=text.head_dim,
+    )
+    layer_config._attn_implementation = "sdpa"
+    return SpeculatorModel.registry[speculator_type].from_training_args(
+        verifier_config=layer_config,
+        t2d=None,
+        d2t=None,
+        verifier_name_or_path=str(verifier),
+        draft_vocab_size=text.vocab_size,
+        target_layer_ids=[int(i) for i in TARGET_LAYERS],
+        norm_before_residual=False,
+        ttt_steps=3,
+        mask_token_id=5,
+        block_size=4,
+        max_anchors=16,
+    )

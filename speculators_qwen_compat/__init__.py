@@ -30,7 +30,8 @@ def __getattr__(name: str) -> object:
 
 def install(disable: Iterable[str] | None = None) -> None:
     """Switch the fixes on (idempotent). ``disable`` names fixes to leave off; by default the
-    names listed in ``SPECULATORS_QWEN_COMPAT`` are left off."""
+    names in ``SPECULATORS_QWEN_COMPAT=off:NAME,NAME`` are left off. Raises CompatError when
+    the fixes cannot be activated (wrapt missing)."""
     from speculators_qwen_compat.core.registry import registry
     from speculators_qwen_compat.core.startup import switched_off_by_env
 
@@ -59,9 +60,19 @@ def status(resolve: bool = True) -> list[FixStatus]:
     (which applies the fix) or, when the installed release has no such module, the fix is
     reported not-needed.
     """
-    from speculators_qwen_compat.core.registry import NOT_NEEDED, PENDING, FixStatus, registry
+    from speculators_qwen_compat.core import startup
+    from speculators_qwen_compat.core.registry import (
+        FAILED,
+        NOT_NEEDED,
+        PENDING,
+        FixStatus,
+        registry,
+    )
 
     reg = registry()
+    if not reg.active and startup.activation_error:
+        reason = f"activation failed: {startup.activation_error}"
+        return [FixStatus(fix.name, FAILED, reason) for fix in reg.fixes]
     if resolve and reg.active:
         for fix in reg.fixes:
             if fix.name in reg.states and reg.states[fix.name].state == PENDING:

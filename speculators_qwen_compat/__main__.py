@@ -9,6 +9,7 @@ and a dry run over the data (doctor/command.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -26,9 +27,15 @@ def _version(dist: str) -> str | None:
 
 
 def status_report() -> dict[str, Any]:
-    install()
+    from speculators_qwen_compat.core import startup
+    from speculators_qwen_compat.core.errors import CompatError
+
+    with contextlib.suppress(CompatError):  # recorded in startup.activation_error
+        install()
     speculators = _version("speculators")
+    failed = startup.activation_error
     return {
+        "activation": f"failed: {failed}" if failed else "ok",
         "speculators": speculators,
         "tested": speculators in TESTED_RELEASES,
         "transformers": _version("transformers"),
@@ -41,6 +48,8 @@ def _print_status(report: dict[str, Any]) -> None:
     tested = "tested" if report["tested"] else "untested: fixes apply where their targets fit"
     print(f"speculators {report['speculators'] or 'not installed'} ({tested})")
     print(f"transformers {report['transformers']}, datasets {report['datasets']}")
+    if report["activation"] != "ok":
+        print(f"activation {report['activation']}")
     for patch in report["patches"]:
         print(f"  {patch['name']:<16} {patch['state']:<15} {patch['reason']}")
 

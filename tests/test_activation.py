@@ -67,7 +67,7 @@ def test_single_fixes_switched_off_by_name() -> None:
         "import json, speculators_qwen_compat as c;"
         "print(json.dumps({s.name: s.state for s in c.status()}))"
     )
-    result = run_python(code, SPECULATORS_QWEN_COMPAT="row_guard,-run_report")
+    result = run_python(code, SPECULATORS_QWEN_COMPAT="off:row_guard,run_report")
     states = json.loads(result.stdout.strip().splitlines()[-1])
     assert states["row_guard"] == states["run_report"] == "disabled"
     assert states["conversations"] == "applied"

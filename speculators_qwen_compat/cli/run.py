@@ -45,8 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
-    activate()
-    return run_main(lambda: run_target(args), debug_requested(), DEBUG_ENV_HINT, ours_only=True)
+
+    def body() -> int:
+        activate()
+        return run_target(args)
+
+    return run_main(body, debug_requested(), DEBUG_ENV_HINT, ours_only=True)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from types import ModuleType
 
 from speculators_qwen_compat import install
 from speculators_qwen_compat.core.errors import CompatError, reason_of
-from speculators_qwen_compat.core.registry import ENV_SWITCH, registry, switched_off_by_env
+from speculators_qwen_compat.core.registry import ENV_SWITCH, registry
+from speculators_qwen_compat.core.startup import switch_value, switched_off_by_env
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 
 DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
@@ -34,7 +35,7 @@ def activate() -> None:
     was ``0``: an explicit entry point means the fixes are wanted."""
     _, disabled = switched_off_by_env()
     install(disabled)
-    os.environ[ENV_SWITCH] = ",".join(sorted(registry().disabled)) or "1"
+    os.environ[ENV_SWITCH] = switch_value(registry().disabled)
 
 
 def debug_requested(flag: bool = False) -> bool:

@@ -58,10 +58,12 @@ def _script_option(args: list[str]) -> tuple[str | None, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    activate()
-    return run_main(
-        lambda: run_target(trainer_command(args)), debug_requested(), DEBUG_ENV_HINT, ours_only=True
-    )
+
+    def body() -> int:
+        activate()
+        return run_target(trainer_command(args))
+
+    return run_main(body, debug_requested(), DEBUG_ENV_HINT, ours_only=True)
 
 
 if __name__ == "__main__":

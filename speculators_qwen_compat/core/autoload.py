@@ -2,7 +2,9 @@
 
 It only reads the switch and leaves a finder that installs the fixes at the first import of
 speculators (startup.py): no wrapt, logging, torch, transformers, datasets or speculators
-import at start-up. ``SPECULATORS_QWEN_COMPAT=0`` switches the venv-wide activation off.
+import at start-up. ``SPECULATORS_QWEN_COMPAT=off`` switches the venv-wide activation off.
+The ``.pth`` line guards this import itself, so a half-uninstalled package (this module gone)
+costs no traceback at start-up either.
 """
 
 try:

@@ -9,11 +9,13 @@ would otherwise surface as an ImportError of upstream's own module.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import ModuleType
 
 from speculators_qwen_compat.core import startup as _startup
+from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import (  # noqa: F401 (re-exported for callers)
     APPLIED,
     DISABLED,
@@ -72,12 +74,24 @@ class _Registry:
     def install(self, disabled: Iterable[str]) -> None:
         with self.lock:
             self.disabled = set(disabled)
-            unknown = self.disabled - {f.name for f in self.fixes}
+            known = [f.name for f in self.fixes]
+            unknown = self.disabled - set(known)
             if unknown:
-                log.warning("unknown fix names switched off: %s", ", ".join(sorted(unknown)))
+                _startup.say(
+                    f"warning: no fix named {', '.join(sorted(unknown))} to switch off "
+                    f"(fixes: {', '.join(known)})"
+                )
             if self.active:
                 return
-            import wrapt  # here, not at import time: the .pth must survive a missing wrapt
+            try:
+                import wrapt  # here, not at import time: the .pth must survive a missing wrapt
+            except ImportError as exc:
+                _startup.activation_error = (
+                    f"wrapt is not installed in this Python ({sys.executable}): {exc}; "
+                    "pip install wrapt"
+                )
+                raise CompatError(_startup.activation_error) from exc
+            _startup.activation_error = None
 
             self.active = True
             for fix in self.fixes:
@@ -97,8 +111,6 @@ class _Registry:
                     wrapt.register_post_import_hook(_hook_for(self, fix, module_name), module_name)
             # Hooks registered during an earlier install() do not fire again for modules that
             # are already imported: apply those directly.
-            import sys
-
             for fix in self.fixes:
                 for module_name in fix.modules:
                     module = sys.modules.get(module_name)

@@ -18,24 +18,58 @@ from __future__ import annotations
 import os
 import sys
 
-#: Environment switch. Unset or "1": everything on. "0"/"off"/"false": the .pth stays idle.
-#: Any other value is a comma list of fix names to leave off (a leading "-" is accepted).
+#: Environment switch: unset, ``on`` or ``1``: every fix on; ``off`` or ``0``: the .pth stays
+#: idle; ``off:NAME,NAME``: those fixes off, the others on. Anything else is reported in one
+#: stderr line and the fixes stay on.
 ENV_SWITCH = "SPECULATORS_QWEN_COMPAT"
+SWITCH_SYNTAX = "on, off, 1, 0 or off:FIX,FIX"
 #: The package holding every module a fix targets.
 TRIGGER = "speculators"
+PREFIX = "speculators_qwen_compat: "
 
 #: Names of the fixes to leave off, while an install waits; None when none waits.
 _waiting: set[str] | None = None
+#: Why the deferred install failed (say, wrapt is missing); None when it did not fail.
+activation_error: str | None = None
+_said: set[str] = set()
+
+
+def say(message: str) -> None:
+    """One line on stderr, once per process (the .pth runs before any logging is set up)."""
+    if message not in _said:
+        _said.add(message)
+        sys.stderr.write(f"{PREFIX}{message}\n")
+
+
+def parse_switch(value: str) -> tuple[bool, set[str]]:
+    """(whole package off, names of fixes off) for a switch value; ValueError if malformed."""
+    text = value.strip()
+    lowered = text.lower()
+    if lowered in ("", "on", "1"):
+        return False, set()
+    if lowered in ("off", "0"):
+        return True, set()
+    if lowered.startswith("off:"):
+        names = [part.strip() for part in text[4:].split(",")]
+        if names and all(names):
+            return False, set(names)
+    raise ValueError(f"{ENV_SWITCH}={value!r} is not {SWITCH_SYNTAX}; every fix stays on")
 
 
 def switched_off_by_env(environ: dict[str, str] | None = None) -> tuple[bool, set[str]]:
-    """Read ENV_SWITCH: (whole package off for the .pth, names of fixes switched off)."""
-    value = (environ if environ is not None else os.environ).get(ENV_SWITCH, "").strip()
-    if value.lower() in ("0", "off", "false", "no"):
-        return True, set()
-    if value.lower() in ("", "1", "on", "true", "yes"):
+    """Read ENV_SWITCH: (whole package off for the .pth, names of fixes switched off). A
+    malformed value is said once on stderr and leaves everything on."""
+    value = (environ if environ is not None else os.environ).get(ENV_SWITCH, "")
+    try:
+        return parse_switch(value)
+    except ValueError as exc:
+        say(f"warning: {exc}")
         return False, set()
-    return False, {part.strip().lstrip("-") for part in value.split(",") if part.strip()}
+
+
+def switch_value(disabled: set[str]) -> str:
+    """The switch value that leaves ``disabled`` off (for child interpreters)."""
+    return f"off:{','.join(sorted(disabled))}" if disabled else "on"
 
 
 class _FirstImportOfSpeculators:
@@ -64,9 +98,11 @@ def settle() -> None:
     disabled, _waiting = _waiting, None
     if disabled is None:
         return
+    global activation_error
     try:
         from speculators_qwen_compat import install
 
         install(disabled)
-    except Exception:  # a broken shim must never break the import that triggered it
-        pass
+    except Exception as exc:  # a broken shim must never break the import that triggered it
+        activation_error = " ".join(str(exc).split()) or type(exc).__name__
+        say(f"warning: fixes not active: {activation_error}")

@@ -279,8 +279,8 @@ ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
 def _blocks(content: Any) -> tuple[Any, str | None, list[dict], list[dict]] | None:
-    """Anthropic-style content blocks -> (text parts, reasoning, tool calls, tool turns), or
-    None when the content has none of those blocks."""
+    """Anthropic-style content blocks -> (the other parts, or "" when none are left; reasoning;
+    tool calls; tool turns), or None when the content has none of those blocks."""
     if not isinstance(content, list) or not any(
         isinstance(b, Mapping) and b.get("type") in ANTHROPIC_BLOCKS for b in content
     ):
@@ -318,7 +318,7 @@ def _blocks(content: Any) -> tuple[Any, str | None, list[dict], list[dict]] | No
             results.append(tool)
         else:
             parts.append(block)
-    return parts, "\n".join(reasoning) or None, calls, results
+    return parts or "", "\n".join(reasoning) or None, calls, results
 
 
 def _as_openai_calls(value: Any) -> list[dict[str, Any]]:

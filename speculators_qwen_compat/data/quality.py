@@ -182,7 +182,7 @@ def warnings(stats: QualityStats) -> dict[str, dict[str, Any]]:
             add("duplicate_conversations", dups, f"{name}: {dups} rows")
     if "duplicate_conversations" in found:  # count each repeat once, not each copy
         found["duplicate_conversations"]["count"] = sum(n - 1 for n in seen.values() if n > 1)
-    return found
+    return {kind: found[kind] for kind in WHAT_TO_DO if kind in found}
 
 
 def _quote(text: str) -> str:

@@ -1,0 +1,212 @@
+"""Issue 11 end to end: >= 30 real-world data formats in one folder, one prepare_data run; each
+row kept with exactly the expected assistant text supervised (format_corpus.py's oracle, written
+by hand, not computed by the normaliser), or skipped with its counted reason; the data-quality
+warnings fire on the files made to trip them and on no other; cheap runs for the one-line errors
+(flat data without a mapping, --strict-data) and the error types upstream's callers catch."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from conftest import RENDERS, last_line, prepare, read_report, run_python
+from format_corpus import NOTHING, Kept, Skip, formats, quality_files, write_format
+from mask_oracle import load_rows
+
+SEQ = 512
+TAG = re.compile(r"\(case:([\w-]+):(\d+)\)")
+ALPACA = ("--prompt-column", "instruction,input", "--response-column", "output")
+
+
+def _decode(tokenizer: Any, ids: list[int]) -> str:
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def _supervised(tokenizer: Any, row: dict[str, list[int]]) -> str:
+    """The supervised tokens, each contiguous run decoded on its own, runs joined by " | "."""
+    runs, current = [], []
+    for token, mask in zip(row["input_ids"], row["loss_mask"], strict=True):
+        if mask:
+            current.append(token)
+        elif current:
+            runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    return " | ".join(_decode(tokenizer, run) for run in runs)
+
+
+def _check_conversation(name: str, expect: Kept, rows: list[tuple[str, str]]) -> list[str]:
+    """rows: (full text, supervised text) of every output row of one conversation; the list of
+    what is wrong."""
+    want = len(expect.train) if RENDERS else 1
+    if len(rows) != want:
+        return [f"{name}: {len(rows)} rows, expected {want}"]
+    wrong = []
+    rows = sorted(rows, key=lambda r: len(r[0]))
+    for index, (full, supervised) in enumerate(rows):
+        turns = [expect.train[index]] if RENDERS else expect.train
+        wrong += [
+            f"{name}: {text!r} not supervised in {supervised!r}"
+            for turn in turns
+            for text in turn
+            if text not in supervised
+        ]
+        if "(case:" in supervised:
+            wrong.append(f"{name}: user text supervised: {supervised!r}")
+        wrong += [f"{name}: context {t!r} supervised" for t in expect.context if t in supervised]
+        wrong += [f"{name}: {t!r} should not be in {full!r}" for t in expect.absent if t in full]
+        wrong += [
+            f"{name}: {t!r} rendered {full.count(t)} times"
+            for t in expect.once
+            if full.count(t) > 1
+        ]
+    full = rows[-1][0]  # the whole conversation (on 0.8+ the last turn's row)
+    wrong += [
+        f"{name}: context {t!r} missing from {full!r}" for t in expect.context if t not in full
+    ]
+    wrong += [f"{name}: {t!r} not rendered in {full!r}" for t in expect.once if t not in full]
+    return wrong
+
+
+def test_formats_in_one_run(qwen36_dir: Path, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    started = time.monotonic()
+    cases = formats(RENDERS)
+    assert len(cases) >= 30
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for fmt in cases:
+        write_format(folder, fmt)
+    quality = quality_files()
+    for name, (rows, _) in quality.items():
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    output = tmp_path / "out"
+
+    result = prepare(qwen36_dir, output, folder, extra=ALPACA, seq_length=SEQ)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = read_report(output)
+
+    skips = Counter(e.reason for f in cases for e in f.expect if isinstance(e, Skip))
+    skips[NOTHING] += 4  # the prompt-only rows of the quality files
+    assert report["skipped"] == dict(skips)
+    rows_in = sum(len(f.rows) for f in cases) + sum(len(r) for r, _ in quality.values())
+    assert report["conversations_in"] == rows_in
+
+    tokenizer = AutoTokenizer.from_pretrained(str(qwen36_dir))
+    by_tag: dict[tuple[str, int], list[tuple[str, str]]] = defaultdict(list)
+    untagged = 0
+    output_rows = load_rows(output)
+    for row in output_rows:
+        full = _decode(tokenizer, row["input_ids"])
+        found = TAG.search(full)
+        if found:
+            by_tag[(found.group(1), int(found.group(2)))].append(
+                (full, _supervised(tokenizer, row))
+            )
+        else:
+            untagged += 1
+    kept = 0
+    wrong: list[str] = []
+    for fmt in cases:
+        for k, expect in enumerate(fmt.expect):
+            rows = by_tag.pop((fmt.name, k), [])
+            if isinstance(expect, Skip):
+                if rows:
+                    wrong.append(f"{fmt.name}:{k} should have been skipped")
+                continue
+            wrong += _check_conversation(f"{fmt.name}:{k}", expect, rows)
+            kept += len(rows)
+    assert not wrong, "\n".join(wrong)
+    assert not by_tag, f"rows of unexpected conversations: {sorted(by_tag)}"
+    assert untagged == 28  # the quality files' kept rows: one assistant turn each
+    assert report["rows_out"] == len(output_rows) == kept + untagged
+
+    warnings = report["warnings"]
+    fired = {kind for _, kinds in quality.values() for kind in kinds}
+    assert set(warnings) == fired
+    for name, (_, kinds) in quality.items():
+        for kind in kinds:
+            assert any(f"{name}.jsonl" in d for d in warnings[kind]["details"]), (name, kind)
+    named = {d.split(":")[0] for entry in warnings.values() for d in entry["details"]}
+    assert {Path(n).stem for n in named} <= set(quality), f"ordinary files warned: {named}"
+    assert warnings["placeholder_replies"]["count"] == 16
+    assert warnings["duplicate_conversations"]["count"] == 2
+    assert warnings["prompt_only_rows"]["count"] == 4
+    assert "regenerate-responses" in warnings["placeholder_replies"]["what_to_do"]
+    line = last_line(result.stdout)
+    assert line.startswith(f"wrote {len(output_rows)} rows to {output}; skipped {skips.total()} of")
+    assert "data warnings: 16 placeholder replies" in line and "regenerate-responses" in line
+    if RENDERS:
+        assert report["notes"] == {
+            "turns with role 'Qwen3-32B' treated as assistant, as speculators "
+            f"{report['speculators'].rsplit('.', report['speculators'].count('.') - 1)[0]} does": 1
+        }
+    else:
+        (note,) = report["notes"]
+        assert note.startswith("turns with role 'Qwen3-32B' dropped, as speculators 0.")
+    assert report["columns"][str(folder / "lmsys_chat_1m.jsonl")] == {"conversation": 1}
+    assert report["columns"][str(folder / "alpaca.json")] == {"instruction+input->output": 2}
+    assert report["columns"][str(folder / "turns_other_column.jsonl")] == {"dialog": 1}
+    assert "conversations from column 'dialog' (1 rows)" in result.stderr
+    print(f"formats run: {time.monotonic() - started:.1f}s")
+
+
+def test_flat_data_error_names_the_mapping_and_strict_data_is_fatal(
+    qwen36_dir: Path, tmp_path: Path
+) -> None:
+    # Open-Orca/OpenOrca card: id, system_prompt, question, response
+    orca = tmp_path / "orca.jsonl"
+    row = {"id": "niv.1", "system_prompt": "You are an AI assistant.",
+           "question": "Translate 'hi'.", "response": "Bonjour."}  # fmt: skip
+    orca.write_text(json.dumps(row) + "\n")
+    result = prepare(qwen36_dir, tmp_path / "o", orca)
+    assert result.returncode == 1
+    assert last_line(result.stderr) == (
+        f"speculators_qwen_compat: error: {orca}: no conversation column (columns found: id, "
+        "question, response, system_prompt); this looks like flat instruction data: pass "
+        "--prompt-column question --response-column response --system-column system_prompt"
+    )
+    placeholder = tmp_path / "ok.jsonl"
+    rows, _ = quality_files()["placeholder_ok"]
+    placeholder.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    strict = prepare(qwen36_dir, tmp_path / "s", placeholder, extra=("--strict-data",))
+    assert strict.returncode == 1
+    message = last_line(strict.stderr)
+    assert message.startswith("speculators_qwen_compat: error: --strict-data: data warnings: 8 ")
+    assert "regenerate-responses" in message and "the dataset was not written" in message
+    assert not (tmp_path / "s" / "compat_report.json").exists()
+
+
+ERROR_TYPES = """
+import json, tempfile, pathlib
+import speculators_qwen_compat
+speculators_qwen_compat.install()
+from speculators.data_generation import preprocessing as P
+from speculators_qwen_compat.core.errors import CompatError
+out = {}
+empty = tempfile.mkdtemp()
+pathlib.Path(empty, "notes.txt").write_text("x")
+for label, spec in (("folder", empty), ("file", empty + "/missing.jsonl")):
+    try:
+        P.load_raw_dataset(spec)
+    except Exception as exc:
+        out[label] = [type(exc).__mro__[1].__name__, isinstance(exc, ValueError),
+                      isinstance(exc, FileNotFoundError), isinstance(exc, CompatError), str(exc)]
+print(json.dumps(out))
+"""
+
+
+def test_our_errors_are_the_types_upstream_raises() -> None:
+    result = run_python(ERROR_TYPES)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    folder, missing = out["folder"], out["file"]
+    assert folder[1:4] == [True, False, True], folder  # ValueError, as upstream's "No .json/..."
+    assert "no .json/.jsonl files found" in folder[4]
+    assert missing[1:4] == [False, True, True], missing  # datasets' FileNotFoundError

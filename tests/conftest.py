@@ -95,6 +95,11 @@ def rejected_rows() -> list[tuple[str, dict[str, Any]]]:
     return list(sample_data.rejected_conversations())
 
 
+def as_written(rows: list[dict[str, Any]], sharegpt: bool) -> list[dict[str, Any]]:
+    """The rows as ``write_dataset`` writes them (what the mask oracle must read)."""
+    return [sample_data.to_sharegpt(r) for r in rows] if sharegpt else rows
+
+
 def write_dataset(path: Path, rows: list[dict[str, Any]], sharegpt: bool = False) -> Path:
     out = [sample_data.to_sharegpt(r) if sharegpt else r for r in rows]
     return sample_data.write_jsonl(path, out)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import RELEASE, RENDERS, prepare, read_report
 from hostile_corpus import as_sharegpt, corpus, jsonl
-from mask_oracle import check_masks, expected_rows, load_rows
+from mask_oracle import check_masks, load_rows
 from packaging.version import Version
 
 WITH_TOOLS = Version("0.7") <= RELEASE
@@ -22,12 +22,6 @@ FILE_LEVEL = {
         '{"prompt": "hi", "completion": "yo"}'
     ),
 }
-
-
-def _tokenizer(model: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(model))
 
 
 def _prepare(model: Path, output: Path, *data: Path):
@@ -51,10 +45,9 @@ def test_corpus(qwen36_dir: Path, tmp_path: Path, sharegpt: bool) -> None:
     want = Counter(reason for _, reason in cases.values() if reason) + Counter(FILE_LEVEL.keys())
     assert report["skipped"] == dict(want)
     assert report["conversations_in"] == len(rows) + len(FILE_LEVEL)
-    good = [row for row, reason in cases.values() if reason is None]
-    expected = expected_rows(_tokenizer(qwen36_dir), good, RENDERS, WITH_TOOLS, SEQ)
-    assert report["rows_out"] == len(expected)
-    check_masks(load_rows(output), expected, RENDERS)
+    good = [as_sharegpt(row) if sharegpt else row for row, reason in cases.values() if not reason]
+    expected = check_masks(qwen36_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)
+    assert report["rows_out"] == expected
     first_line = len(rows) + 1
     assert report["skipped_examples"]["malformed JSON line"] == [f"{data}:{first_line}"]
     late = list(cases).index("late_system") + 1
@@ -80,5 +73,4 @@ def test_folders_json_arrays_bom_and_several_files(qwen36_dir: Path, tmp_path: P
     report = read_report(output)
     assert report["conversations_in"] == len(good)
     assert report["skipped"] == {}
-    expected = expected_rows(_tokenizer(qwen36_dir), good, RENDERS, WITH_TOOLS, SEQ)
-    check_masks(load_rows(output), expected, RENDERS)
+    check_masks(qwen36_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)

@@ -20,8 +20,16 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import RELEASE, RENDERS, good_rows, rejected_rows, subprocess_env, write_dataset
-from mask_oracle import check_masks, expected_rows, load_rows
+from conftest import (
+    RELEASE,
+    RENDERS,
+    as_written,
+    good_rows,
+    rejected_rows,
+    subprocess_env,
+    write_dataset,
+)
+from mask_oracle import check_masks, load_rows
 from packaging.version import Version
 
 from speculators_qwen_compat import demo
@@ -247,12 +255,10 @@ def test_prepare_with_rejected_rows(
     output = tmp_path / "out"
     out = _run_patched(src, PREPARE, {"kwargs": kwargs, "output": str(output)}, cwd=tmp_path)
 
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(qwen36_dir))
-    expected = expected_rows(tokenizer, good, RENDERS, WITH_TOOLS, SEQ_LENGTH)
-    assert out["rows"] == len(expected)
-    check_masks(load_rows(output), expected, RENDERS)  # every good row, right mask; no other
+    # every good row, right mask; no other
+    good = as_written(good, sharegpt)
+    expected = check_masks(qwen36_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)
+    assert out["rows"] == expected
 
     for reason in {REJECTED_REASONS[kind] for kind, _ in rejected}:
         assert reason in out["stderr"], f"rejection not logged: {reason}"

@@ -14,6 +14,7 @@ import pytest
 from conftest import (
     RELEASE,
     RENDERS,
+    as_written,
     good_rows,
     last_line,
     prepare,
@@ -22,19 +23,13 @@ from conftest import (
     run_prepare,
     write_dataset,
 )
-from mask_oracle import check_masks, expected_rows, load_rows
+from mask_oracle import check_masks, load_rows
 from packaging.version import Version
 
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
 
 SEQ_LENGTH = 512
 WITH_TOOLS = Version("0.7") <= RELEASE  # 0.7+ pass a row's tools column to the template
-
-
-def _tokenizer(model_dir: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(model_dir))
 
 
 @pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
@@ -48,17 +43,17 @@ def test_both_formats_with_rejected_rows(model_dir: Path, tmp_path: Path, shareg
     result = prepare(model_dir, output, data)
     assert result.returncode == 0, result.stderr[-3000:]
 
-    expected = expected_rows(_tokenizer(model_dir), good, RENDERS, WITH_TOOLS, SEQ_LENGTH)
-    check_masks(load_rows(output), expected, RENDERS)
+    good = as_written(good, sharegpt)
+    expected = check_masks(model_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)
 
     report = read_report(output)
     want = Counter(REJECTED_REASONS[kind] for kind, _ in rejected)
     assert report["skipped"] == dict(want)
     assert report["conversations_in"] == len(rows)
-    assert report["rows_out"] == len(expected)
+    assert report["rows_out"] == expected
     assert report["speculators"] == str(RELEASE)
     summary = last_line(result.stdout)
-    assert summary.startswith(f"wrote {len(expected)} rows to {output}; skipped 4 of {len(rows)}")
+    assert summary.startswith(f"wrote {expected} rows to {output}; skipped 4 of {len(rows)}")
     assert '2 x "No user query found in messages."' in summary
 
 
@@ -84,8 +79,7 @@ def test_seed_command_line(qwen36_dir: Path, tmp_path: Path, sharegpt: bool) -> 
     if not RENDERS:  # 0.9 skips token frequencies by default (--skip-token-freq)
         assert "token_freq.pt" in files
     rows_out = load_rows(tmp_path / "tokenized")
-    expected = expected_rows(_tokenizer(qwen36_dir), good, RENDERS, WITH_TOOLS, 512)
-    check_masks(rows_out, expected, RENDERS)
+    check_masks(qwen36_dir, rows_out, as_written(good, sharegpt), RENDERS, with_tools=WITH_TOOLS)
     assert read_report(tmp_path / "tokenized")["conversations_in"] == len(rows)
 
 
@@ -95,14 +89,11 @@ def test_file_mixing_formats_row_by_row(qwen36_dir: Path, tmp_path: Path) -> Non
     write_dataset(data, good[::2])
     with data.open("a", encoding="utf-8") as fh:
         fh.write(write_dataset(tmp_path / "sg.jsonl", good[1::2], sharegpt=True).read_text())
+    good = good[::2] + as_written(good[1::2], sharegpt=True)
     output = tmp_path / "out"
     result = prepare(qwen36_dir, output, data)
     assert result.returncode == 0, result.stderr[-3000:]
-    check_masks(
-        load_rows(output),
-        expected_rows(_tokenizer(qwen36_dir), good, RENDERS, WITH_TOOLS, 512),
-        RENDERS,
-    )
+    check_masks(qwen36_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)
     assert read_report(output)["skipped"] == {}
 
 

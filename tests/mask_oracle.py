@@ -27,6 +27,7 @@ Checks, for every output row:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -399,3 +400,28 @@ def check_masks(
     ``with_tools``: the release passes a row's ``tools`` column to the template (0.7+)."""
     Oracle(model, renders, generation_tags, with_tools).check(output_rows, rows)
     return expected_row_count(rows, renders)
+
+
+def message_signatures(rows: Iterable[dict[str, Any]], renders: bool) -> Counter:
+    """What upstream's ``messages`` column must hold for the good rows as written, one entry
+    per output row: per turn, the role it stands for and its text strings (trimmed, non-empty)."""
+    out: Counter = Counter()
+    for row in rows:
+        turns = _turns(row)
+        ends = [j + 1 for j, t in enumerate(turns) if j > 0 and _role(t) == "assistant"]
+        for end in ends if renders else [len(turns)]:
+            out[_signature([(_role(t), _value(t)) for t in turns[:end]])] += 1
+    return out
+
+
+def column_signatures(messages: Iterable[list[dict[str, Any]]]) -> Counter:
+    """The same signature of each entry of an output ``messages`` column."""
+    return Counter(_signature([(t["role"], t.get("content")) for t in conv]) for conv in messages)
+
+
+def _value(turn: dict[str, Any]) -> Any:
+    return turn.get("value") if turn.get("value") is not None else turn.get("content")
+
+
+def _signature(turns: list[tuple[str, Any]]) -> tuple:
+    return tuple((role, tuple(s.strip() for s in _texts(c) if s.strip())) for role, c in turns)

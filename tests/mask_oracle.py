@@ -66,9 +66,11 @@ def _turns(row: dict[str, Any]) -> list[dict[str, Any]]:
     return conv
 
 
-def _role(turn: dict[str, Any]) -> str:
+def _role(turn: dict[str, Any], renders: bool) -> str | None:
+    """The role a turn stands for; a role outside the table follows the release (README, "Data
+    formats"): dropped on <= 0.7 (None), an assistant turn on 0.8+."""
     raw = turn.get("from") if turn.get("from") is not None else turn.get("role")
-    return ROLES[str(raw).strip().lower()]
+    return ROLES.get(str(raw).strip().lower(), "assistant" if renders else None)
 
 
 def _texts(content: Any) -> list[str]:
@@ -107,10 +109,10 @@ def _assistant_strings(turn: dict[str, Any], with_reasoning: bool) -> list[str]:
     return strings
 
 
-def _conversation(row: dict[str, Any]) -> list[tuple[str, list[bytes]]]:
-    """(role, [the turn's strings as UTF-8, trimmed, non-empty]) per turn."""
-    turns = _turns(row)
-    roles = [_role(t) for t in turns]
+def _conversation(row: dict[str, Any], renders: bool) -> list[tuple[str, list[bytes]]]:
+    """(role, [the turn's strings as UTF-8, trimmed, non-empty]) per rendered turn."""
+    turns = [t for t in _turns(row) if _role(t, renders)]
+    roles = [_role(t, renders) for t in turns]
     last_user = max((i for i, r in enumerate(roles) if r == "user"), default=-1)
     out = []
     for index, (turn, role) in enumerate(zip(turns, roles, strict=True)):
@@ -141,12 +143,12 @@ def _entries(row: dict[str, Any], renders: bool, with_tools: bool) -> list[Entry
     conversation, 0.8+ each assistant turn but a leading one, with its history."""
     tools = _tool_strings(row, with_tools)
     if not renders:
-        return [(_conversation(row), tools)]
+        return [(_conversation(row, renders), tools)]
     turns = _turns(row)
     return [
-        (_conversation({"messages": turns[: j + 1]}), tools)  # reasoning: last user of prefix
+        (_conversation({"messages": turns[: j + 1]}, renders), tools)  # reasoning: prefix's
         for j, turn in enumerate(turns)
-        if j > 0 and _role(turn) == "assistant"
+        if j > 0 and _role(turn, renders) == "assistant"
     ]
 
 
@@ -407,10 +409,10 @@ def message_signatures(rows: Iterable[dict[str, Any]], renders: bool) -> Counter
     per output row: per turn, the role it stands for and its text strings (trimmed, non-empty)."""
     out: Counter = Counter()
     for row in rows:
-        turns = _turns(row)
-        ends = [j + 1 for j, t in enumerate(turns) if j > 0 and _role(t) == "assistant"]
+        turns = [t for t in _turns(row) if _role(t, renders)]
+        ends = [j + 1 for j, t in enumerate(turns) if j > 0 and _role(t, renders) == "assistant"]
         for end in ends if renders else [len(turns)]:
-            out[_signature([(_role(t), _value(t)) for t in turns[:end]])] += 1
+            out[_signature([(_role(t, renders), _value(t)) for t in turns[:end]])] += 1
     return out
 
 

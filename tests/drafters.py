@@ -43,17 +43,23 @@ def build_drafter(verifier: Path, speculator_type: str, save_path: Path) -> Any:
     return _build_like_script(verifier, speculator_type)
 
 
-def _build_with_cli(verifier: Path, speculator_type: str, save_path: Path) -> Any:
-    from speculators.model import SpeculatorModel
-    from speculators.train.cli import build_draft_model, parse_vocab_mappings
+def cli_args(verifier: Path, speculator_type: str, save_path: Path, *extra: str) -> Any:
+    """The namespace 0.8+'s ``speculators.train`` builds from its command line."""
     from speculators.train.config import TrainConfig
 
     argv = [
         "--speculator-type", speculator_type, "--verifier-name-or-path", str(verifier),
         "--mask-token-id", "5", "--draft-attn-impl", "sdpa",
-        "--target-layer-ids", *TARGET_LAYERS, "--save-path", str(save_path),
+        "--target-layer-ids", *TARGET_LAYERS, "--save-path", str(save_path), *extra,
     ]  # fmt: skip
-    args = argparse.Namespace(**TrainConfig.resolve(argv).flatten())
+    return argparse.Namespace(**TrainConfig.resolve(argv).flatten())
+
+
+def _build_with_cli(verifier: Path, speculator_type: str, save_path: Path) -> Any:
+    from speculators.model import SpeculatorModel
+    from speculators.train.cli import build_draft_model, parse_vocab_mappings
+
+    args = cli_args(verifier, speculator_type, save_path)
     d2t, t2d, vocab = parse_vocab_mappings(args)
     return build_draft_model(args, SpeculatorModel.registry[speculator_type], t2d, d2t, vocab)
 

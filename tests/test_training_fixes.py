@@ -167,3 +167,173 @@ def test_architectures_name_the_family() -> None:
     """A drafter config whose verifier config cannot be read still names its architectures."""
     assert nc.uses_one_plus_weight(nc.architecture_types(["Qwen3_5MoeForConditionalGeneration"]))
     assert not nc.uses_one_plus_weight(nc.architecture_types(["Qwen3ForCausalLM"]))
+
+
+def _pre_norm_states(verifier: Any, input_ids: Any) -> tuple[Any, Any, Any]:
+    """(hidden states of layers 1-3, last pre-norm hidden state, logits) of the real verifier."""
+    captured: dict[str, Any] = {}
+    norm = tiny.final_norm(verifier)
+    handle = norm.register_forward_pre_hook(lambda _m, args: captured.setdefault("h", args[0]))
+    with torch.no_grad():
+        out = verifier(input_ids=input_ids[None], output_hidden_states=True)
+    handle.remove()
+    layers = torch.cat([out.hidden_states[int(i)][0] for i in drafters.TARGET_LAYERS], dim=-1)
+    return layers, captured["h"][0], out.logits[0]
+
+
+@pytest.mark.skipif(Version("0.9") > RELEASE, reason="the trainer step is checked on 0.9")
+def test_one_training_step_through_upstreams_trainer(
+    fixes_on: None, checkpoints: dict, verifiers: dict, tmp_path: Path
+) -> None:
+    """EAGLE-3 for the MoE verifier: its targets are the verifier's own logits, and one step of
+    upstream's Trainer (its DataLoader, collate, shift_batch, loss, optimizer) moves the draft
+    and never the frozen verifier norm."""
+    from cpu_trainer import on_cpu
+    from speculators.models.eagle3.data import shift_batch
+    from speculators.train.data import BaseDataset
+    from speculators.train.dataloader import _setup_dataloader
+    from speculators.train.trainer import Trainer, TrainerConfig
+
+    verifier = verifiers["qwen35_moe"]
+    drafter = drafters.build_drafter(checkpoints["qwen35_moe"], "eagle3", tmp_path / "build")
+    gen = torch.Generator().manual_seed(2)
+    samples = []
+    for _ in range(2):
+        ids = torch.randint(0, tiny.VOCAB, (24,), generator=gen)
+        layers, last, logits = _pre_norm_states(verifier, ids)
+        with torch.no_grad():  # the drafter's targets are the verifier's logits
+            targets = drafter.verifier_lm_head(drafter.verifier_norm(last))
+        assert (targets - logits).abs().max().item() < 1e-4
+        samples.append({"hidden_states": layers, "input_ids": ids,
+                        "verifier_last_hidden_states": last,
+                        "loss_mask": torch.ones(24, dtype=torch.bool)})  # fmt: skip
+
+    class Samples(BaseDataset):
+        def _compute_approx_lengths(self) -> list[int]:
+            return [24] * len(samples)
+
+        def __len__(self) -> int:
+            return len(samples)
+
+        def _get_raw_data(self, index: int) -> dict:
+            return dict(samples[index])
+
+    loader = _setup_dataloader(
+        Samples(max_len=64), 64, tiny.HIDDEN, num_workers=0, prefetch_factor=None,
+        preprocess=shift_batch,
+    )  # fmt: skip
+    args = drafters.cli_args(
+        checkpoints["qwen35_moe"], "eagle3", tmp_path, "--loss-implementation", "eager",
+        "--ttt-steps", "2",
+    )  # fmt: skip
+    train_kwargs, _ = type(drafter).get_trainer_kwargs(**vars(args))
+    config = TrainerConfig(
+        lr=1e-3, num_epochs=1, save_path=str(tmp_path / "ckpt"), train_call_kwargs=train_kwargs,
+        max_steps=1, scheduler_type="none",
+    )  # fmt: skip
+    fc_before = drafter.fc.weight.detach().clone()
+    norm_before = drafter.verifier_norm.weight.detach().clone()
+    losses: list[float] = []
+    drafter.register_forward_hook(lambda _m, _i, out: losses.append(float(out[1])))
+    with on_cpu():
+        Trainer(drafter, config, loader, None).train_epoch(0)
+    assert len(losses) == 1 and torch.isfinite(torch.tensor(losses[0])) and losses[0] > 0
+    assert drafter.fc.weight.grad is not None and drafter.fc.weight.grad.abs().sum() > 0
+    assert not torch.equal(drafter.fc.weight.detach(), fc_before)
+    assert drafter.verifier_norm.weight.grad is None
+    assert torch.equal(drafter.verifier_norm.weight.detach(), norm_before)
+    assert type(drafter.verifier_norm).__name__ == "OnePlusWeightRMSNorm"
+
+
+# --- mask token (0.6.0.2-0.9.0: resolve_mask_token_id loads an AutoProcessor) ---------------
+
+MASK_TOKEN_RELEASE = Version("0.6") <= RELEASE
+
+
+def _resolve(folder: Path) -> int:
+    from speculators.train.utils import resolve_mask_token_id
+
+    return resolve_mask_token_id(str(folder), tiny.VOCAB)
+
+
+@pytest.mark.skipif(not MASK_TOKEN_RELEASE, reason="0.5.0 resolves through AutoTokenizer")
+def test_pin_mask_token_needs_a_processor(fixes_off: None, checkpoints: dict) -> None:
+    with pytest.raises((OSError, ImportError, ValueError)):
+        _resolve(checkpoints["qwen35"])
+        pytest.fail(f"{RELEASE} resolves the mask token without processor files: mask_token can "
+                    "be retired for it")  # fmt: skip
+
+
+@pytest.mark.skipif(not MASK_TOKEN_RELEASE, reason="0.5.0 resolves through AutoTokenizer")
+def test_mask_token_from_the_tokenizer_is_upstreams_id(
+    checkpoints: dict, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Oracle: upstream's own resolution, fixes off, on a text-only folder with the same
+    tokenizer files and vocabulary size, where AutoProcessor gives the tokenizer itself."""
+    compat.uninstall()
+    expected = _resolve(checkpoints["qwen3"])
+    compat.install()
+    with caplog.at_level("WARNING", logger="speculators_qwen_compat"):
+        assert _resolve(checkpoints["qwen35"]) == expected
+    assert expected == 1210  # the first free slot after the tiny tokenizer's 1210 tokens
+    assert sum("fix mask_token" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.skipif(not MASK_TOKEN_RELEASE, reason="0.5.0 resolves through AutoTokenizer")
+def test_mask_token_keeps_upstreams_error_without_a_tokenizer(
+    fixes_on: None, checkpoints: dict, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_bytes((checkpoints["qwen35"] / "config.json").read_bytes())
+    with pytest.raises(OSError, match=r"image processor|preprocessor"):
+        _resolve(tmp_path)
+
+
+def _train_command(checkpoint: Path, save: Path) -> list[str]:
+    return [
+        "--dry-run", "--speculator-type", "dflash", "--verifier-name-or-path", str(checkpoint),
+        "--save-path", str(save), "--draft-attn-impl", "sdpa", "--target-layer-ids",
+        *drafters.TARGET_LAYERS,
+    ]  # fmt: skip
+
+
+def _check_dry_run(result: Any, save: Path) -> None:
+    import json
+
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "fix mask_token" in output and "mask_token_id=1210" in output
+    assert json.loads((save / "config.json").read_text())["mask_token_id"] == 1210
+
+
+@pytest.mark.skipif(Version("0.9") > RELEASE, reason="--dry-run is 0.9's")
+def test_train_dry_run_without_mask_token_id(checkpoints: dict, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    save = tmp_path / "draft"
+    command = [sys.executable, "-m", "speculators_qwen_compat.train"]
+    result = subprocess.run(
+        [*command, *_train_command(checkpoints["qwen35"], save)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=600,
+    )  # fmt: skip
+    _check_dry_run(result, save)
+
+
+@pytest.mark.skipif(Version("0.9") > RELEASE, reason="--dry-run is 0.9's")
+def test_train_dry_run_under_torchrun(checkpoints: dict, tmp_path: Path) -> None:
+    """Two CPU ranks (gloo, tests/cpu_rank.py) of the train entry point."""
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    save = tmp_path / "draft"
+    rank = Path(__file__).with_name("cpu_rank.py")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    result = subprocess.run(
+        [*torchrun, str(rank), *_train_command(checkpoints["qwen35_moe"], save)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=600,
+    )  # fmt: skip
+    _check_dry_run(result, save)

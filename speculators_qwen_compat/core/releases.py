@@ -30,7 +30,8 @@ _EVERYWHERE = {
 }
 # Training fixes. verifier_norm: EAGLE-3 builds an x*w verifier_norm in every release (DFlash in
 # 0.6-0.8.1, and in 0.9.0 for qwen3_5_moe; 0.9.0 DFlash for dense qwen3_5 is left as it is).
-_TRAINING = {"verifier_norm": APPLIED}
+# mask_token: 0.6.0.2-0.9.0 resolve the mask token through AutoProcessor, 0.5.0 AutoTokenizer.
+_TRAINING = {"verifier_norm": APPLIED, "mask_token": APPLIED}
 
 TESTED_RELEASES: dict[str, Release] = {
     r.version: r
@@ -39,7 +40,13 @@ TESTED_RELEASES: dict[str, Release] = {
             "0.5.0",
             "C",
             "git-only argparse script; the mask probe crashes on strict templates",
-            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
+            {
+                "mask_probe": APPLIED,
+                **_EVERYWHERE,
+                **_SCRIPT_ERA,
+                **_TRAINING,
+                "mask_token": NOT_NEEDED,
+            },
         ),
         Release(
             "0.6.0.2",

@@ -7,6 +7,7 @@ from speculators_qwen_compat.fixes.data.mask_probe import MaskProbeFix
 from speculators_qwen_compat.fixes.data.overwrite_guard import OverwriteGuardFix
 from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
 from speculators_qwen_compat.fixes.data.run_report import RunReportFix
+from speculators_qwen_compat.fixes.training.mask_token import MaskTokenFix
 from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
 
 ALL_FIXES = (
@@ -17,6 +18,7 @@ ALL_FIXES = (
     RunReportFix,
     OverwriteGuardFix,
     VerifierNormFix,
+    MaskTokenFix,
 )
 
 __all__ = ["ALL_FIXES"]

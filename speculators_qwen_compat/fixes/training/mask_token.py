@@ -1,0 +1,96 @@
+"""Fix: training starts without ``--mask-token-id`` when the verifier's processor cannot be built.
+
+Target: the name ``load_processor`` inside ``speculators.train.utils`` (bound there by
+``from speculators.data_generation.preprocessing import get_tokenizer, load_processor``), the
+only caller being ``resolve_mask_token_id``. Releases: 0.6.0.2-0.9.0 resolve the draft's mask
+token through ``AutoProcessor``; 0.5.0 uses ``AutoTokenizer`` (not needed there).
+
+Why: a Qwen3.5/3.6 folder resolves to ``Qwen3VLProcessor``. Without processor files
+AutoProcessor raises ``OSError: Can't load image processor``; without torchvision ``ImportError:
+... requires the Torchvision library`` (newer transformers: ``ValueError: Could not load any
+image processor class``). DFlash-family training then dies before it starts unless the user
+passes ``--mask-token-id`` (docs/upstream.md "Training").
+
+What it does: on those errors only, it loads the folder's tokenizer (AutoTokenizer, same
+``trust_remote_code``), resolves its pad token as upstream's ``load_processor`` does, and
+returns it; upstream's ``get_tokenizer`` passes a tokenizer through unchanged and the rest of
+``resolve_mask_token_id`` runs as written, so the id is the one the processor's tokenizer (the
+same AutoTokenizer) would give. One log line says so. Any other error, or a tokenizer that does
+not load either, raises upstream's original error.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat.core.errors import reason_of
+from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.fix import not_needed as _not_needed
+from speculators_qwen_compat.core.upstream import TRAIN_UTILS
+
+log = logging.getLogger("speculators_qwen_compat")
+
+#: What AutoProcessor raises when the processor alone cannot be built.
+PROCESSOR_ERRORS = (OSError, ImportError, ValueError)
+
+
+class MaskTokenFix(Fix):
+    name = "mask_token"
+    summary = "resolve the draft mask token from the tokenizer when no processor can be built"
+    modules = (TRAIN_UTILS,)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        if not hasattr(module, "resolve_mask_token_id"):
+            return _not_needed("this release resolves no mask token id")
+        loader = getattr(module, "load_processor", None)
+        if loader is None:
+            return _not_needed("this release resolves the mask token through AutoTokenizer")
+        params = list(inspect.signature(loader).parameters)
+        if not params:
+            return not_applicable("load_processor takes no model path")
+        if not callable(getattr(module, "get_tokenizer", None)):
+            return not_applicable("speculators.train.utils has no get_tokenizer")
+        return applies(
+            "resolve_mask_token_id falls back to the tokenizer when AutoProcessor cannot be built"
+        )
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        def load_processor(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            try:
+                return wrapped(*args, **kwargs)
+            except PROCESSOR_ERRORS as exc:
+                bound = inspect.signature(wrapped).bind(*args, **kwargs)
+                bound.apply_defaults()
+                values = list(bound.arguments.values())
+                trust = bool(bound.arguments.get("trust_remote_code", False))
+                tokenizer = tokenizer_instead(values[0], trust, exc)
+                if tokenizer is None:
+                    raise
+                return tokenizer
+
+        patcher.wrap(module, "load_processor", load_processor)
+
+
+def tokenizer_instead(path: Any, trust_remote_code: bool, error: BaseException) -> Any:
+    """The folder's tokenizer with its pad token resolved as upstream does, or None."""
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except Exception:
+        return None
+    if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
+        return None  # no tokenizer files: transformers builds an empty one from the config
+    if tokenizer.pad_token is None:  # upstream's _resolve_pad_token
+        tokenizer.pad_token = tokenizer.eos_token
+    log.warning(
+        "the processor of %s cannot be built (%s: %s); the mask token id is resolved from its "
+        "tokenizer instead (speculators_qwen_compat fix mask_token)",
+        path,
+        type(error).__name__,
+        reason_of(error, limit=120),
+    )
+    return tokenizer

@@ -1,7 +1,15 @@
-"""Names of the upstream modules the fixes target, and small helpers to read their shape."""
+"""Names of the upstream modules the fixes target, and helpers to read their shape and calls.
+
+Upstream calls its own functions by position (``_render_conversation_rows(conv, conv_tools, idx,
+render_endpoint, max_length)``, the ``datasets.map`` lambdas), so a wrapper must not read an
+argument by a hard-coded index: a release that reorders the parameters would hand it another
+argument's value. ``bind`` maps a call onto the target's own signature, and each fix's shape
+check requires by name the parameters it reads (``missing``).
+"""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -12,16 +20,32 @@ SPECULATOR_MODEL = "speculators.model"
 TRAIN_UTILS = "speculators.train.utils"
 
 
+@functools.lru_cache(maxsize=256)
+def _signature(func: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(func)
+
+
 def parameters(func: Callable[..., Any]) -> list[str]:
     """Parameter names of an upstream function (through any wrapt wrapper)."""
-    return list(inspect.signature(func).parameters)
+    return list(_signature(func).parameters)
 
 
-def argument(name: str, position: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """An argument of an intercepted call, passed by position or by name."""
-    if name in kwargs:
-        return kwargs[name]
-    return args[position] if len(args) > position else None
+def missing(func: Callable[..., Any], *names: str) -> list[str]:
+    """Which of ``names`` the function does not take (for a shape check)."""
+    taken = set(parameters(func))
+    return [name for name in names if name not in taken]
+
+
+def bind(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An intercepted call's arguments bound to ``func``'s own signature, defaults filled in:
+    ``bound.arguments[name]`` reads one, ``call(func, bound)`` calls with edited ones."""
+    bound = _signature(func).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound
+
+
+def call(func: Callable[..., Any], bound: Any) -> Any:
+    return func(*bound.args, **bound.kwargs)
 
 
 def batch_length(examples: dict[str, list[Any]]) -> int:

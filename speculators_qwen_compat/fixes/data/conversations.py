@@ -34,9 +34,11 @@ from speculators_qwen_compat.core.errors import DataError
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
-    argument,
     batch_length,
+    bind,
+    call,
     is_pretokenized,
+    missing,
     parameters,
 )
 from speculators_qwen_compat.data import ledger, normalize
@@ -71,8 +73,14 @@ class ConversationsFix(Fix):
         loader = parameters(module.load_raw_dataset)
         if not loader or (len(loader) > 1 and "num_proc" not in loader):
             return not_applicable(f"load_raw_dataset{tuple(loader)} is not a known shape")
-        if parameters(module._preprocess_batch)[:1] != ["examples"]:
-            return not_applicable("_preprocess_batch does not take examples first")
+        for target, needed in (
+            ("load_raw_dataset", ("train_data_path",)),
+            ("_preprocess_batch", ("examples",)),
+            ("_normalize_conversation", ("conv",)),
+        ):
+            absent = missing(getattr(module, target), *needed)
+            if absent:
+                return not_applicable(f"{target} takes no {', '.join(absent)}")
         return applies("load_raw_dataset, _preprocess_batch and _normalize_conversation wrapped")
 
     def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
@@ -81,7 +89,7 @@ class ConversationsFix(Fix):
         returns_pair = "num_proc" not in parameters(module.load_raw_dataset)
 
         def load_raw_dataset(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            spec = str(argument("train_data_path", 0, args, kwargs))
+            spec = str(bind(wrapped, args, kwargs).arguments["train_data_path"])
             files = local_json_files(spec)
             if files is None:
                 result = wrapped(*args, **kwargs)
@@ -93,17 +101,20 @@ class ConversationsFix(Fix):
             return (dataset, None) if returns_pair else dataset
 
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            examples = args[0] if args else kwargs.pop("examples")
-            rest = args[1:]
+            bound = bind(wrapped, args, kwargs)
+            examples = bound.arguments["examples"]
             if is_pretokenized(examples):
-                return wrapped(examples, *rest, **kwargs)
+                return wrapped(*args, **kwargs)
             with ledger.batch(batch_length(examples)):
-                return wrapped(read_batch(examples), *rest, **kwargs)
+                bound.arguments["examples"] = read_batch(examples)
+                return call(wrapped, bound)
 
         def normalize_turns(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            conv = argument("conv", 0, args, kwargs)
+            arguments = bind(wrapped, args, kwargs).arguments
             try:
-                return normalize_conversation(conv, bool(argument("turn_dropout", 1, args, kwargs)))
+                return normalize_conversation(
+                    arguments["conv"], bool(arguments.get("turn_dropout", False))
+                )
             except BadConversation:
                 return []  # read_batch already counted it; upstream skips an empty result
 

@@ -25,7 +25,7 @@ from speculators_qwen_compat.core.fix import (
     not_applicable,
     not_needed,
 )
-from speculators_qwen_compat.core.upstream import PREPROCESSING, argument, parameters
+from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call, missing
 from speculators_qwen_compat.data import render as local_renderer
 
 LOCAL = "local"
@@ -44,37 +44,43 @@ class LocalRenderFix(Fix):
         if not hasattr(module, "render_conversation"):
             return not_needed("this release renders with the local tokenizer already")
         build = getattr(module, "build_speculator_training_dataset", None)
-        if build is None or "render_endpoint" not in parameters(build):
-            return not_applicable("no build_speculator_training_dataset(render_endpoint=...)")
-        render = parameters(module.render_conversation)
-        if render[:2] != ["endpoint", "messages"] or "add_generation_prompt" not in render:
-            return not_applicable("render_conversation is not a known shape")
+        if build is None or missing(build, "render_endpoint", "processor"):
+            return not_applicable(
+                "no build_speculator_training_dataset(processor, render_endpoint)"
+            )
+        absent = missing(
+            module.render_conversation, "endpoint", "messages", "add_generation_prompt", "tools"
+        )
+        if absent:
+            return not_applicable(f"render_conversation takes no {', '.join(absent)}")
         return applies("render_conversation renders locally for --render-endpoint local")
 
     def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
         def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            if kwargs.get("render_endpoint") == LOCAL:
-                processor = argument("processor", 1, args, kwargs)
+            bound = bind(wrapped, args, kwargs)
+            if bound.arguments["render_endpoint"] == LOCAL:
+                processor = bound.arguments["processor"]
                 tokenizer = getattr(processor, "tokenizer", processor)
                 path = str(getattr(tokenizer, "name_or_path", "") or "")
                 local_renderer.remember(path, processor)
-                kwargs = {**kwargs, "render_endpoint": f"{LOCAL}:{path}"}
-            return wrapped(*args, **kwargs)
+                bound.arguments["render_endpoint"] = f"{LOCAL}:{path}"
+            return call(wrapped, bound)
 
         def render(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            endpoint = argument("endpoint", 0, args, kwargs)
+            arguments = bind(wrapped, args, kwargs).arguments
+            endpoint = arguments["endpoint"]
             if not is_local(endpoint):
                 return wrapped(*args, **kwargs)
-            messages = argument("messages", 1, args, kwargs)
+            messages = arguments["messages"]
             path = endpoint.partition(":")[2]
             return local_renderer.render_ids(
                 local_renderer.processor_for(path),
                 messages,
-                add_generation_prompt=kwargs["add_generation_prompt"],
-                tools=kwargs.get("tools"),
-                chat_template_kwargs=kwargs.get("chat_template_kwargs"),
-                truncate_prompt_tokens=kwargs.get("truncate_prompt_tokens"),
-                truncation_side=kwargs.get("truncation_side"),
+                add_generation_prompt=arguments["add_generation_prompt"],
+                tools=arguments.get("tools"),
+                chat_template_kwargs=arguments.get("chat_template_kwargs"),
+                truncate_prompt_tokens=arguments.get("truncate_prompt_tokens"),
+                truncation_side=arguments.get("truncation_side"),
             )
 
         patcher.wrap(module, "build_speculator_training_dataset", build)

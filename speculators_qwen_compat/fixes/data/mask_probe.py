@@ -19,7 +19,7 @@ from typing import Any
 from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
 from speculators_qwen_compat.core.fix import not_needed as _not_needed
-from speculators_qwen_compat.core.upstream import PREPROCESSING, parameters
+from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, parameters
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -46,7 +46,8 @@ class MaskProbeFix(Fix):
 
     def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
         def safe_probe(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> bool:
-            return supports_assistant_mask(module, args[0] if args else next(iter(kwargs.values())))
+            (processor,) = bind(wrapped, args, kwargs).arguments.values()
+            return supports_assistant_mask(module, processor)
 
         patcher.wrap(module, "_supports_assistant_mask", safe_probe)
 

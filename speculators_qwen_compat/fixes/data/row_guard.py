@@ -26,10 +26,11 @@ from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
-    argument,
     batch_length,
+    bind,
+    call,
     is_pretokenized,
-    parameters,
+    missing,
 )
 from speculators_qwen_compat.data import ledger, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
@@ -49,17 +50,21 @@ class RowGuardFix(Fix):
     def fits(self, module_name: str, module: ModuleType) -> Fits:
         if not callable(getattr(module, "_preprocess_batch", None)):
             return not_applicable("preprocessing has no _preprocess_batch")
-        if parameters(module._preprocess_batch)[:1] != ["examples"]:
-            return not_applicable("_preprocess_batch does not take examples first")
+        batch = module._preprocess_batch
+        if missing(batch, "examples"):
+            return not_applicable("_preprocess_batch takes no examples")
         if hasattr(module, "_render_conversation_rows"):
-            rows = parameters(module._render_conversation_rows)
-            if rows[:1] != ["conv"] or "max_length" not in rows:
-                return not_applicable("_render_conversation_rows is not a known shape")
+            absent = missing(module._render_conversation_rows, "conv", "idx", "max_length")
+            if absent:
+                return not_applicable(f"_render_conversation_rows takes no {', '.join(absent)}")
             if not callable(getattr(module, "_render_boundary_rows", None)):
                 return not_applicable("preprocessing has no _render_boundary_rows")
             return applies("_render_conversation_rows guarded per conversation")
-        if parameters(module._preprocess_batch)[1:2] not in (["tokenizer"], ["processor"]):
-            return not_applicable("_preprocess_batch does not take the tokenizer second")
+        if len(missing(batch, "tokenizer", "processor")) != 1 or missing(batch, "max_length"):
+            return not_applicable("_preprocess_batch takes no tokenizer/processor and max_length")
+        offsets = getattr(module, "_create_loss_mask_from_offsets", None)
+        if callable(offsets) and missing(offsets, "text", "offsets", "assistant_pattern"):
+            return not_applicable("_create_loss_mask_from_offsets is not a known shape")
         return applies("_preprocess_batch guarded per row")
 
     def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
@@ -77,9 +82,10 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
     def loss_mask_from_offsets(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         mask = wrapped(*args, **kwargs)
         if current["ordinals"]:
-            text = argument("text", 0, args, kwargs)
-            offsets = argument("offsets", 1, args, kwargs)
-            pattern = argument("assistant_pattern", 2, args, kwargs)
+            arguments = bind(wrapped, args, kwargs).arguments
+            text = arguments["text"]
+            offsets = arguments["offsets"]
+            pattern = arguments["assistant_pattern"]
             try:
                 weights.unset_matches(
                     mask, text, offsets, pattern, current["ordinals"], current["turns"]
@@ -91,12 +97,12 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
         return mask
 
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-        examples = args[0] if args else kwargs.pop("examples")
-        rest = args[1:]
+        bound = bind(wrapped, args, kwargs)
+        examples = bound.arguments["examples"]
         if is_pretokenized(examples) or not examples.get("conversations"):
-            return wrapped(examples, *rest, **kwargs)
-        processor = argument("processor", 0, rest, kwargs) or argument("tokenizer", 0, rest, kwargs)
-        max_length = argument("max_length", 1, rest, kwargs)
+            return wrapped(*args, **kwargs)
+        processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
+        max_length = bound.arguments["max_length"]
         contexts = examples.get(CONTEXT_COLUMN)
         merged: dict[str, list[Any]] = {}
         n = batch_length(examples)
@@ -111,7 +117,8 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
                 current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
                 current["placed"], current["error"] = False, None
                 try:
-                    out = wrapped(one, *rest, **kwargs)
+                    bound.arguments["examples"] = one
+                    out = call(wrapped, bound)
                     if current["ordinals"] and not current["placed"]:
                         for mask in out.get("loss_mask", []):
                             clipped = isinstance(max_length, int) and len(mask) >= max_length
@@ -145,7 +152,7 @@ def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
     state: dict[str, Any] = {"error": None, "sources": None, "contexts": None}
 
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-        examples = args[0] if args else kwargs["examples"]
+        examples = bind(wrapped, args, kwargs).arguments["examples"]
         state["sources"] = examples.get(SOURCE_COLUMN)
         state["contexts"] = examples.get(CONTEXT_COLUMN)
         with ledger.batch(batch_length(examples)):
@@ -162,8 +169,9 @@ def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
             raise
 
     def render_conversation_rows(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-        idx = argument("idx", 2, args, kwargs)
-        max_length = argument("max_length", 4, args, kwargs)
+        arguments = bind(wrapped, args, kwargs).arguments
+        idx = arguments["idx"]
+        max_length = arguments["max_length"]
         sources = state["sources"]
         where = sources[idx] if sources and isinstance(idx, int) else f"row {idx} of its batch"
         state["error"] = None

@@ -22,7 +22,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import DataError
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING
+from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind, missing
 from speculators_qwen_compat.data.ledger import Ledger, Tally
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -67,7 +67,12 @@ class RunReportFix(Fix):
                 patcher.adopt(module, "load_and_preprocess_dataset", original)
                 return
         patcher.wrap(module, "load_and_preprocess_dataset", _run)
-        if module_name == PREPROCESSING and callable(getattr(module, "_visualize_sample", None)):
+        visualize = getattr(module, "_visualize_sample", None)
+        if (
+            module_name == PREPROCESSING
+            and callable(visualize)
+            and not missing(visualize, "preprocessed")
+        ):
             patcher.wrap(module, "_visualize_sample", _visualize_sample)
 
 
@@ -86,7 +91,8 @@ def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             raise
         dataset = result[0] if isinstance(result, tuple) else result
         rows_out = len(dataset)
-        if rows_out == 0 and not kwargs.get("allow_empty_output"):
+        allow_empty = bind(wrapped, args, kwargs).arguments.get("allow_empty_output")
+        if rows_out == 0 and not allow_empty:
             raise DataError(_empty_message(_current.tally()))
         _refuse_warnings_if_strict(_current.tally())
         return result
@@ -109,7 +115,7 @@ def _refuse_warnings_if_strict(tally: Tally) -> None:
 
 
 def _visualize_sample(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    dataset = args[0] if args else kwargs.get("preprocessed")
+    dataset = bind(wrapped, args, kwargs).arguments["preprocessed"]
     if dataset is not None and len(dataset) == 0:
         raise DataError(_empty_message(_current.tally() if _current else Tally()))
     return wrapped(*args, **kwargs)

@@ -1,0 +1,101 @@
+"""A release that reorders the parameters of a function a fix reads: a copy of the installed
+release whose def and upstream's own positional call site both change order. The fix either
+reports not-applicable or reads the right values (the skipped rows' reasons and file:line
+sources are right); it never reads another parameter's value."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import good_rows, read_report, rejected_rows, run_prepare, write_dataset
+
+from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
+
+SIMULATED = "0.99.1"
+#: (old text, new text) in preprocessing.py: the def and its positional call site swap two
+#: parameters, as a release that reorders them consistently would.
+REORDERINGS = {
+    "render era": [
+        ("    idx: int,\n    render_endpoint: str,\n    max_length: int,\n) -> list[Boundary",
+         "    max_length: int,\n    render_endpoint: str,\n    idx: int,\n) -> list[Boundary"),
+        ("            idx,\n            render_endpoint,\n            max_length,\n        )",
+         "            max_length,\n            render_endpoint,\n            idx,\n        )"),
+    ],
+    "script era": [
+        ("    examples: dict,\n    {proc}: {kind},\n    max_length: int,\n",
+         "    examples: dict,\n    max_length: int,\n    {proc}: {kind},\n"),
+        ("            examples,\n            {proc},\n            max_length,\n",
+         "            examples,\n            max_length,\n            {proc},\n"),
+    ],
+}  # fmt: skip
+
+
+def _first_on_path(site: Path) -> str:
+    """The simulated release first; the rest of PYTHONPATH (the release's folder holding
+    transformers and datasets, see tools/release_python.sh) stays behind it."""
+    rest = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join(p for p in (str(site), rest) if p)
+
+
+@pytest.fixture(scope="module")
+def reordered_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import speculators
+
+    site = tmp_path_factory.mktemp("site")
+    package = site / "speculators"
+    shutil.copytree(Path(speculators.__file__).parent, package)
+    preprocessing = package / "data_generation" / "preprocessing.py"
+    source = preprocessing.read_text()
+    if "def _render_conversation_rows(" in source:
+        edits = REORDERINGS["render era"]
+    else:
+        proc, kind = (
+            ("tokenizer", "PreTrainedTokenizerBase")
+            if "    tokenizer: PreTrainedTokenizerBase,\n    max_length" in source
+            else ("processor", "ProcessorLike")
+        )
+        edits = [
+            (a.format(proc=proc, kind=kind), b.format(proc=proc, kind=kind))
+            for a, b in REORDERINGS["script era"]
+        ]
+    for old, new in edits:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    preprocessing.write_text(source)
+    dist_info = site / f"speculators-{SIMULATED}.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: speculators\nVersion: {SIMULATED}\n"
+    )
+    return site
+
+
+def test_reordered_parameters_never_give_wrong_values(
+    reordered_site: Path, qwen36_dir: Path, tmp_path: Path
+) -> None:
+    good = good_rows(6)
+    rejected = rejected_rows()
+    data = write_dataset(tmp_path / "d.jsonl", good + [row for _, row in rejected])
+    output = tmp_path / "out"
+    result = run_prepare(
+        "--model", str(qwen36_dir), "--data", str(data), "--output", str(output),
+        "--seq-length", "512", "--num-preprocessing-workers", "1",
+        PYTHONPATH=_first_on_path(reordered_site),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = read_report(output)
+    assert report["speculators"] == SIMULATED  # the reordered copy ran
+    states = {fix["name"]: fix for fix in report["fixes"]}
+    if states["row_guard"]["state"] == "not-applicable":
+        return  # refusing is allowed; reading the wrong argument is not
+    assert states["row_guard"]["state"] == "applied"
+    assert report["conversations_in"] == len(good) + len(rejected)
+    assert report["rows_out"] > 0
+    expected: dict[str, list[str]] = {}
+    for n, (kind, _) in enumerate(rejected, start=len(good) + 1):
+        expected.setdefault(REJECTED_REASONS[kind], []).append(f"{data}:{n}")
+    assert report["skipped_examples"] == expected, json.dumps(report, indent=1)

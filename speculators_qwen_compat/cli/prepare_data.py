@@ -22,10 +22,13 @@ from typing import Any
 
 from speculators_qwen_compat import status
 from speculators_qwen_compat.cli.support import (
+    PACKAGE_LOGGER,
+    UPSTREAM_LOGGER,
     activate,
     debug_requested,
     has_module,
     import_preprocessing,
+    log_to_stderr,
     run_main,
 )
 from speculators_qwen_compat.core.errors import CompatError
@@ -81,9 +84,7 @@ def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s - %(name)s - %(levelname)s - %(message)s"
-    )
+    log_to_stderr(PACKAGE_LOGGER)  # our lines; upstream's 0.8+ command configures its own
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if ours.conversations_key:
         os.environ[CONVERSATIONS_KEY_ENV] = ours.conversations_key
@@ -109,6 +110,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     else:
         from speculators_qwen_compat.cli import release_script
 
+        log_to_stderr(UPSTREAM_LOGGER)  # the git-only script we stand in for showed its lines
         preprocessing = import_preprocessing()
         if wants_help:
             release_script.build_parser(preprocessing, PROG).print_help()

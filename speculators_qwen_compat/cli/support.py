@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 import traceback
@@ -22,6 +23,10 @@ from speculators_qwen_compat.core.startup import switch_value, switched_off_by_e
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 
 DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
+#: Every log line of ours is under this logger; nothing of ours configures the root logger.
+PACKAGE_LOGGER = "speculators_qwen_compat"
+UPSTREAM_LOGGER = "speculators"
+LOG_FORMAT = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
 ERROR_PREFIX = "speculators_qwen_compat: error: "
 #: How to get the traceback, for entry points that parse ``--debug`` (prepare_data, doctor).
 DEBUG_FLAG_HINT = "rerun with --debug for the traceback"
@@ -36,6 +41,20 @@ def activate() -> None:
     _, disabled = switched_off_by_env()
     install(disabled)
     os.environ[ENV_SWITCH] = switch_value(registry().disabled)
+
+
+def log_to_stderr(name: str) -> None:
+    """Show INFO lines of logger ``name`` on stderr, once (idempotent), without touching the
+    root logger: the lines do not propagate, so a root handler configured by upstream or the
+    user does not print them a second time."""
+    logger = logging.getLogger(name)
+    if not any(getattr(h, "_speculators_qwen_compat", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler._speculators_qwen_compat = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def debug_requested(flag: bool = False) -> bool:

@@ -7,7 +7,7 @@ import platform
 import re
 import subprocess
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from timing import Sample, median
@@ -56,7 +56,7 @@ def python_version(python: str) -> str:
 def machine(python: str) -> str:
     cores = os.cpu_count() or 0
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"{when} on {cores} cores ({usable} usable), {cpu_model()}, "
         f"Python {python_version(python)}, {platform.system()} {platform.release()}"

@@ -210,3 +210,29 @@ def test_our_errors_are_the_types_upstream_raises() -> None:
     assert folder[1:4] == [True, False, True], folder  # ValueError, as upstream's "No .json/..."
     assert "no .json/.jsonl files found" in folder[4]
     assert missing[1:4] == [False, True, True], missing  # datasets' FileNotFoundError
+
+
+def test_doctor_names_the_warnings(qwen36_dir: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rows, _ = quality_files()["placeholder_ok"]
+    (folder / "ok.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ordinary = next(f for f in formats(RENDERS) if f.name == "sharegpt_vicuna")
+    write_format(folder, ordinary)
+    result = subprocess.run(
+        [sys.executable, "-m", "speculators_qwen_compat", "doctor", "--model", str(qwen36_dir),
+         "--data", str(folder), "--seq-length", "512"],
+        capture_output=True, text=True, env=subprocess_env(), timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "  data warnings: 2" in out
+    assert f"    8 placeholder replies: {folder / 'ok.jsonl'}: 8 of 8 replies are 'OK.'" in out
+    assert "    8 boilerplate replies: " in out
+    assert "what to do: a drafter trained on them learns to say them: regenerate" in out
+    assert "sharegpt_vicuna" not in out.split("data warnings")[1].split("sample (")[0]

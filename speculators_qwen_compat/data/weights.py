@@ -22,6 +22,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+#: Assistant turns in the conversation upstream last normalised in this process (after
+#: <= 0.6's ``--turn-dropout`` cut it): what its mask holds. Set by the conversations fix.
+rendered_assistant_turns: int | None = None
+
 
 class WeightsUnplaceable(ValueError):
     """The weight-0 turns cannot be located in this row's mask; the message is the reason."""

@@ -3,7 +3,9 @@
 Tells, before a long prepare_data run, what the target's chat template demands (probe renders,
 template_profile.py), how the installed speculators release will build loss masks for it
 (mask_strategy.py) and, for a data file, what the first N rows would give: skip counts by the
-reasons the run would report and one conversation with its trainable text marked (dry_run.py).
+reasons the run would report, the data-quality warnings (placeholder or boilerplate replies,
+prompt-only rows, duplicates: data/quality.py) and one conversation with its trainable text
+marked (dry_run.py).
 Writes nothing. A fatal problem prints ``speculators_qwen_compat: error: ...`` and exits 1.
 It reads the template through the model's tokenizer (AutoTokenizer, no remote code).
 """
@@ -20,6 +22,8 @@ from typing import Any, TextIO
 from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.data.columns import ColumnOptions
+from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.mask_strategy import detect_strategy
 from speculators_qwen_compat.doctor.template_profile import (
@@ -50,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"as for prepare_data (default {DEFAULT_SEQ_LENGTH})",
     )
     parser.add_argument("--conversations-key", default=None, help="as for prepare_data")
+    parser.add_argument("--prompt-column", default=None, help="as for prepare_data")
+    parser.add_argument("--response-column", default=None, help="as for prepare_data")
+    parser.add_argument("--system-column", default=None, help="as for prepare_data")
     parser.add_argument("--debug", action="store_true", help="show the traceback of a fatal error")
 
 
@@ -72,6 +79,9 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.conversations_key:
         os.environ[CONVERSATIONS_KEY_ENV] = args.conversations_key
+    ColumnOptions.from_flags(
+        args.conversations_key, args.prompt_column, args.response_column, args.system_column
+    ).to_env()
     files = data_files(args.data)  # a wrong path fails before the slow imports
     tokenizer = load_tokenizer(args.model)
     try:
@@ -175,6 +185,15 @@ def print_dry_run(result: DryRun, max_rows: int, tokenizer: Any, out: TextIO) ->
     for reason, count in tally.skipped.most_common():
         example = (tally.examples.get(reason) or [""])[0]
         print(f'    {count} x "{reason}"' + (f" (e.g. {example})" if example else ""), file=out)
+    for text, count in tally.notes.most_common():
+        print(f"  {count} {text}", file=out)
+    found = tally.warnings()
+    print(f"  data warnings: {len(found) or 'none'}", file=out)
+    for kind, entry in found.items():
+        print(f"    {entry['count']} {LABELS[kind]}: {'; '.join(entry['details'][:3])}", file=out)
+        print(f"      what to do: {entry['what_to_do']}", file=out)
+    if found:
+        print("    (prepare_data --strict-data makes these fatal)", file=out)
     if result.sample is None:
         return
     color = _use_color(out)

@@ -41,7 +41,7 @@ from speculators_qwen_compat.core.upstream import (
     missing,
     parameters,
 )
-from speculators_qwen_compat.data import ledger, normalize
+from speculators_qwen_compat.data import ledger, normalize, weights
 from speculators_qwen_compat.data.columns import ColumnOptions, no_conversation_message
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
@@ -112,11 +112,13 @@ class ConversationsFix(Fix):
         def normalize_turns(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             arguments = bind(wrapped, args, kwargs).arguments
             try:
-                return normalize_conversation(
+                turns = normalize_conversation(
                     arguments["conv"], bool(arguments.get("turn_dropout", False))
                 )
             except BadConversation:
                 return []  # read_batch already counted it; upstream skips an empty result
+            weights.rendered_assistant_turns = sum(t["role"] == "assistant" for t in turns)
+            return turns
 
         patcher.wrap(module, "load_raw_dataset", load_raw_dataset)
         patcher.wrap(module, "_preprocess_batch", preprocess_batch)

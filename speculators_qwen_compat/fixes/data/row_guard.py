@@ -86,10 +86,9 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
             text = arguments["text"]
             offsets = arguments["offsets"]
             pattern = arguments["assistant_pattern"]
+            turns = weights.rendered_assistant_turns or current["turns"]
             try:
-                weights.unset_matches(
-                    mask, text, offsets, pattern, current["ordinals"], current["turns"]
-                )
+                weights.unset_matches(mask, text, offsets, pattern, current["ordinals"], turns)
             except weights.WeightsUnplaceable as exc:
                 current["error"] = exc
                 raise
@@ -116,13 +115,15 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
                 )
                 current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
                 current["placed"], current["error"] = False, None
+                weights.rendered_assistant_turns = None
                 try:
                     bound.arguments["examples"] = one
                     out = call(wrapped, bound)
                     if current["ordinals"] and not current["placed"]:
                         for mask in out.get("loss_mask", []):
                             clipped = isinstance(max_length, int) and len(mask) >= max_length
-                            weights.unset_runs(mask, current["ordinals"], current["turns"], clipped)
+                            turns = weights.rendered_assistant_turns or current["turns"]
+                            weights.unset_runs(mask, current["ordinals"], turns, clipped)
                 except Exception as exc:
                     ledger.skip(reason_of(exc), where)
                     continue

@@ -1,0 +1,133 @@
+"""The pieces behind issue 11 on their own, in-process and fast: finding the conversation,
+the flat-data suggestion, the quality checks' thresholds, placing weight-0 turns in a mask, and
+our errors' types."""
+
+from __future__ import annotations
+
+import pytest
+
+from speculators_qwen_compat.core.errors import CompatError, DataError, DataFileNotFoundError
+from speculators_qwen_compat.data.columns import (
+    ColumnOptions,
+    NoConversation,
+    find_conversation,
+    suggest_mapping,
+)
+from speculators_qwen_compat.data.quality import QualityStats, file_of, warnings
+from speculators_qwen_compat.data.weights import (
+    WeightsUnplaceable,
+    assistant_ordinals,
+    drop_context_rows,
+    unset_matches,
+    unset_runs,
+)
+
+TURNS = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+
+
+@pytest.mark.parametrize(
+    ("row", "column"),
+    [
+        ({"conversations": TURNS, "messages": "ignored"}, "conversations"),
+        ({"messages": TURNS}, "messages"),
+        ({"conversation": TURNS, "model": "vicuna"}, "conversation"),
+        ({"id": 1, "chat": '[{"role": "user", "content": "q"}]'}, "chat"),
+        ({"text": "[not turns]", "turns": [{"from": "human", "value": "q"}]}, "turns"),
+    ],
+)
+def test_the_conversation_is_found_row_by_row(row: dict, column: str) -> None:
+    assert find_conversation(row, ColumnOptions())[1] == column
+
+
+def test_conversations_key_wins_and_flat_mapping_builds_two_turns() -> None:
+    row = {"messages": TURNS, "dialogue": TURNS[:1]}
+    assert find_conversation(row, ColumnOptions("dialogue"))[1] == "dialogue"
+    with pytest.raises(NoConversation, match="no 'other' column"):
+        find_conversation(row, ColumnOptions("other"))
+    flat = ColumnOptions.from_flags(None, "instruction, input", "output", None)
+    turns, column = find_conversation({"instruction": "Do", "input": "", "output": "Done"}, flat)
+    assert column == "instruction+input->output"
+    assert turns == [{"role": "user", "content": "Do"}, {"role": "assistant", "content": "Done"}]
+    with pytest.raises(CompatError, match="go together"):
+        ColumnOptions.from_flags(None, "instruction", None, None)
+
+
+@pytest.mark.parametrize(
+    ("columns", "flags"),
+    [
+        (["instruction", "input", "output"],
+         "--prompt-column instruction,input --response-column output"),
+        (["id", "system_prompt", "question", "response"],
+         "--prompt-column question --response-column response --system-column system_prompt"),
+        (["prompt", "completion"], "--prompt-column prompt --response-column completion"),
+        (["problem", "solution", "lang"], "--prompt-column problem --response-column solution"),
+        (["instruction", "context", "response", "category"],
+         "--prompt-column instruction,context --response-column response"),
+        (["id", "text"], ""),
+    ],
+)  # fmt: skip
+def test_flat_columns_suggest_the_mapping(columns: list[str], flags: str) -> None:
+    assert suggest_mapping(columns) == flags
+
+
+def _stats(replies: list[str | None], source: str = "d.jsonl") -> QualityStats:
+    stats = QualityStats()
+    for i, reply in enumerate(replies):
+        conv = [{"role": "user", "content": f"q{i}"}]
+        if reply is not None:
+            conv.append({"role": "assistant", "content": reply})
+        stats.add_row(f"{source}:{i + 1}", "messages", conv)
+    return stats
+
+
+def test_quality_thresholds() -> None:
+    assert set(warnings(_stats(["OK."] * 4))) == {"placeholder_replies", "boilerplate_replies"}
+    # 3 < DOMINANT_MIN: not a placeholder, but 3 of 4 replies are boilerplate
+    assert set(warnings(_stats(["OK.", "OK.", "OK.", "A real answer."]))) == {"boilerplate_replies"}
+    varied = [f"Answer number {i} with detail." for i in range(10)]
+    assert warnings(_stats([*varied, "Sure.", "Okay!"])) == {}  # boilerplate under 30%
+    assert set(warnings(_stats([*varied[:6], "Sure.", "Okay!", "Got it."]))) == {
+        "boilerplate_replies"
+    }
+    found = warnings(_stats([None, "Fine answer here.", "Another good one."]))
+    assert found["prompt_only_rows"]["details"] == [
+        "d.jsonl: 1 rows without a reply (first: d.jsonl:1)"
+    ]
+
+
+def test_quality_merges_across_workers_and_counts_each_repeat_once() -> None:
+    merged = QualityStats()
+    for part in (_stats(["Same."] * 3, "a.jsonl"), _stats(["Same."] * 2, "a.jsonl")):
+        merged.merge(part.to_json())
+    found = warnings(merged)
+    assert found["placeholder_replies"]["count"] == 5
+    # row i of each worker's batch holds the same prompt and reply: 3 distinct conversations
+    assert found["duplicate_conversations"]["count"] == 2
+    assert file_of("x/a.jsonl:12") == file_of("x/a.jsonl[3]") == "x/a.jsonl"
+
+
+def test_weight_zero_turns_are_unset_in_either_mask() -> None:
+    conv = [{"role": "user"}, {"role": "assistant"}, {"role": "user"}, {"role": "assistant"}]
+    assert assistant_ordinals(conv, [1]) == [0]
+    text = "U|<a>one</a>|U|<a>two</a>"
+    offsets = [(i, i + 1) for i in range(len(text))]
+    mask = [0] * len(text)
+    for start, end in ((5, 8), (18, 21)):
+        mask[start:end] = [1] * (end - start)
+    unset_matches(mask, text, offsets, r"<a>(.*?)</a>", [0], 2)
+    assert [text[i] for i, m in enumerate(mask) if m] == list("two")
+    with pytest.raises(WeightsUnplaceable, match="matches 2 times for 3 assistant turns"):
+        unset_matches(mask, text, offsets, r"<a>(.*?)</a>", [0], 3)
+    runs = [0, 1, 1, 0, 0, 1, 1, 1, 0]
+    unset_runs(runs, [1], 2, clipped=False)
+    assert runs == [0, 1, 1, 0, 0, 0, 0, 0, 0]
+    with pytest.raises(WeightsUnplaceable):
+        unset_runs([1, 0, 1, 0, 1], [0], 2, clipped=False)
+    rows = [{"conv": conv[:2]}, {"conv": conv}]
+    assert drop_context_rows(rows, [1]) == [{"conv": conv}]
+
+
+def test_error_types_subclass_upstreams() -> None:
+    assert issubclass(DataError, ValueError) and issubclass(DataError, CompatError)
+    missing = DataFileNotFoundError("--data x.jsonl: no such file")
+    assert isinstance(missing, FileNotFoundError) and str(missing) == "--data x.jsonl: no such file"

@@ -103,7 +103,7 @@ demo: install $(VENVS)/rel/$(DEMO_RELEASE)/.built
 
 # Ratios measured side by side in one run (bench/run_bench.py): prints the table, writes
 # bench/RESULTS.md and the bench section of README.md.
-bench: install $(VENVS)/rel/0.5.0/.built $(VENVS)/rel/0.9.0/.built
+bench: install $(VENVS)/rel/0.5.0/.built $(VENVS)/rel/0.9.0/.built $(VENVS)/vllm/.built $(VOCAB)
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/run_bench.py
 
 clean:

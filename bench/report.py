@@ -48,19 +48,94 @@ def cpu_model() -> str:
     return match.group(1).strip() if match else "unknown CPU"
 
 
-def python_version(python: str) -> str:
+def python_version(python: list[str]) -> str:
     code = "import platform; print(platform.python_version())"
-    return subprocess.run([python, "-c", code], capture_output=True, text=True).stdout.strip()
+    return subprocess.run([*python, "-c", code], capture_output=True, text=True).stdout.strip()
 
 
-def machine(python: str) -> str:
+def machine(python: list[str]) -> str:
     cores = os.cpu_count() or 0
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
         f"{when} on {cores} cores ({usable} usable), {cpu_model()}, "
-        f"Python {python_version(python)}, {platform.system()} {platform.release()}"
+        f"Python {python_version(python)}, {platform.system()} {platform.release()}, "
+        f"load average at the end {load} (1, 5, 15 min; other jobs shared the cores)"
     )
+
+
+@dataclass(frozen=True)
+class Run:
+    """One prepare_data (or floor) command's samples and what it processed."""
+
+    name: str
+    what: str
+    release: str
+    data: str
+    conversations: int
+    rows: int
+    tokens: int
+    samples: list[Sample]
+
+    @property
+    def wall(self) -> float:
+        return median([s.wall for s in self.samples])
+
+    @property
+    def peak_mb(self) -> float:
+        return median([s.peak_pss for s in self.samples]) / 2**20
+
+    @property
+    def anon_mb(self) -> float:
+        return median([s.peak_anon for s in self.samples]) / 2**20
+
+
+def runs_table(runs: list[Run]) -> str:
+    lines = [
+        "| command | release | data | conversations | rows out | tokens out | wall s "
+        "| conversations/s | tokens/s | peak memory MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| `{r.name}`: {r.what} | {r.release} | {r.data} | {r.conversations:,} | {r.rows:,} "
+            f"| {r.tokens:,} | {r.wall:.1f} | {r.conversations / r.wall:,.0f} "
+            f"| {r.tokens / r.wall:,.0f} | {r.peak_mb:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def memory_table(runs: list[Run], sizes: list[int]) -> str:
+    """Peak memory per size, entry point and hand-patched side by side, and the growth."""
+    if not sizes:
+        return ""
+    by_name = {r.name: r for r in runs}
+    lines = [
+        "| short chats | entry point peak MB | hand-patched peak MB | entry point / hand-patched "
+        "| entry point peak anonymous MB | hand-patched peak anonymous MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for size in sizes:
+        entry, hand = by_name[f"entry-mem-{size}"], by_name[f"hand-mem-{size}"]
+        lines.append(
+            f"| {size:,} | {entry.peak_mb:,.0f} | {hand.peak_mb:,.0f} "
+            f"| {entry.peak_mb / hand.peak_mb:.3f} | {entry.anon_mb:,.0f} | {hand.anon_mb:,.0f} |"
+        )
+    if len(sizes) > 1:
+        low, top = sizes[0], sizes[-1]
+
+        def grow(who: str, what: str) -> str:
+            change = getattr(by_name[f"{who}-mem-{top}"], what) - getattr(
+                by_name[f"{who}-mem-{low}"], what
+            )
+            return f"{change:+,.0f}"
+
+        lines.append(
+            f"| growth {low:,} -> {top:,} | {grow('entry', 'peak_mb')} | {grow('hand', 'peak_mb')} "
+            f"| - | {grow('entry', 'anon_mb')} | {grow('hand', 'anon_mb')} |"
+        )
+    return "\n".join(lines)
 
 
 def _numbers(values: list[float]) -> str:
@@ -85,8 +160,8 @@ def ratio_table(ratios: list[Ratio]) -> str:
 
 def seconds_table(samples: dict[str, list[Sample]]) -> str:
     lines = [
-        "| command | median wall s | median CPU s | median phase s | wall s per round |",
-        "|---|---|---|---|---|",
+        "| command | median wall s | median CPU s | median phase s | peak MB | wall s per round |",
+        "|---|---|---|---|---|---|",
     ]
     for name, values in samples.items():
         walls = [s.wall for s in values]
@@ -94,8 +169,10 @@ def seconds_table(samples: dict[str, list[Sample]]) -> str:
         phases = [s.phase for s in values if s.phase is not None]
         phase = f"{median(phases):.2f}" if phases else "-"
         per_round = ", ".join(f"{w:.2f}" for w in walls)
+        peak = median([s.peak_pss for s in values]) / 2**20
         lines.append(
-            f"| `{name}` | {median(walls):.2f} | {median(cpus):.2f} | {phase} | {per_round} |"
+            f"| `{name}` | {median(walls):.2f} | {median(cpus):.2f} | {phase} | {peak:,.0f} "
+            f"| {per_round} |"
         )
     return "\n".join(lines)
 

@@ -1,87 +1,120 @@
-"""``make bench``: ratios measured side by side, written to bench/RESULTS.md and the README.
+"""``make bench``: speed and memory measured side by side in one run, written to
+bench/RESULTS.md and the README.
 
-Every ratio is the median over rounds of two commands timed next to each other (the order
-reversed every other round), as whole subprocesses, on the bundled tiny Qwen3.6-style tokenizer:
+Every command is a whole subprocess run the way a user runs it (release Pythons through
+tools/release_python.sh), on a Qwen3.6 model folder with the real vocabulary (.venvs/assets,
+tools/build_qwen_vocab.py) and data from bench/make_data.py. Ratios are taken between commands
+that ran next to each other (the order reversed every other round):
 
-1. the entry point against upstream 0.5.0 with only the probe fixed by hand;
-2. on 0.9.0, rendering in-process against a loopback vLLM-style /render server in its own
-   process (the rows of both outputs must be identical);
-3. ``python -c pass`` with the venv-wide .pth active against switched off;
-4. one map worker against two;
-5. the floor: apply_chat_template over the same conversations in a plain loop, against the
-   entry point.
+1. the entry point against upstream with only the hand fix a user needs, per release family:
+   0.5.0 (0.5-0.7, local rendering) on the full mix, 0.9.0 (0.8+, both through the real vLLM
+   render server) on a slice of it (vLLM renders one request at a time);
+2. on 0.9.0, ``--render-endpoint local`` against the real vLLM render server (rows identical);
+3. memory: peak PSS of the whole process tree, entry point and hand-patched 0.5.0, on short
+   chats at 100,000 and 1,000,000 conversations;
+4. ``python -c pass`` with the .pth active against switched off;
+5. the floor: apply_chat_template over the slice in a plain loop, against the entry point.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import report
 import workloads
-from report import Ratio
+from report import Ratio, Run
 from timing import Sample, alternate, paired_ratios
 from workloads import Setup
 
 OLD, NEW = "0.5.0", "0.9.0"
+ROOT = workloads.ROOT
 RESULTS = workloads.BENCH / "RESULTS.md"
 README = workloads.ROOT / "README.md"
 Samples = dict[str, list[Sample]]
+SAME_ROWS: list[str] = []
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="make bench: ratios measured side by side")
-    parser.add_argument("--conversations", type=int, default=5000)
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the prepare_data runs")
-    parser.add_argument("--start-rounds", type=int, default=7)
-    parser.add_argument("--start-repeat", type=int, default=20, help="interpreters per sample")
+    parser = argparse.ArgumentParser(description="make bench: speed and memory side by side")
+    parser.add_argument("--conversations", type=int, default=200_000, help="the mix's size")
+    parser.add_argument("--slice", type=int, default=10_000, help="conversations through vLLM")
+    parser.add_argument("--memory", default="100000,1000000", help="short-chat sizes, or none")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of the prepare_data runs")
+    parser.add_argument("--start-rounds", type=int, default=5)
+    parser.add_argument("--start-repeat", type=int, default=10, help="interpreters per sample")
     parser.add_argument("--seq-length", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--venvs", type=Path, default=workloads.ROOT / ".venvs")
-    parser.add_argument("--no-write", action="store_true", help="only print the table")
+    parser.add_argument("--vocab", type=Path, default=ROOT / ".venvs" / "assets" / "qwen36-vocab")
+    parser.add_argument("--no-write", action="store_true", help="only print the tables")
     return parser.parse_args(argv)
 
 
-def measure_old_release(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
-    print(f"== prepare_data, speculators {OLD}, {args.conversations} conversations", flush=True)
+def memory_sizes(args: argparse.Namespace) -> list[int]:
+    return [] if args.memory == "none" else sorted(int(n) for n in args.memory.split(","))
+
+
+def prepare_inputs(setup: Setup, args: argparse.Namespace) -> None:
+    print(f"== data: {args.conversations} mixed conversations, model {setup.model}", flush=True)
+    workloads.make_model(setup, OLD, args.vocab)
+    workloads.make_data(setup, OLD, "mix", "mix", args.conversations)
+    workloads.head(setup, "mix", "slice", args.slice)
+    sizes = memory_sizes(args)
+    if sizes:
+        workloads.make_data(setup, OLD, f"chat-{sizes[-1]}", "chat", sizes[-1])
+        for size in sizes[:-1]:
+            workloads.head(setup, f"chat-{sizes[-1]}", f"chat-{size}", size)
+
+
+def measure_old_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    print(f"== {OLD}: entry point vs hand-patched, {args.conversations} conversations", flush=True)
     commands = [
-        workloads.entry_point(setup, OLD, "entry-point", args.workers),
-        workloads.hand_patched(setup, OLD, "hand-patched", args.workers),
-        workloads.entry_point(setup, OLD, "entry-point-1-worker", 1),
-        workloads.floor_loop(setup, OLD, "floor-loop"),
+        workloads.entry_point(setup, OLD, "entry-0.5", "mix", args.workers),
+        workloads.hand_patched(setup, OLD, "hand-0.5", "mix", args.workers),
     ]
     return alternate(commands, args.rounds, logs)
 
 
-def measure_rendering(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
-    print(f"== prepare_data, speculators {NEW}: local vs HTTP rendering", flush=True)
-    with workloads.render_server(setup, NEW) as url:
+def measure_memory(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    samples: Samples = {}
+    for size in memory_sizes(args):
+        print(f"== {OLD}: peak memory, {size} short chats", flush=True)
         commands = [
-            workloads.entry_point(
-                setup,
-                NEW,
-                "render-local",
-                args.workers,
-                "--render-endpoint",
-                "local",
-                phase=workloads.RENDER_PHASE,
-            ),
-            workloads.entry_point(
-                setup,
-                NEW,
-                "render-http",
-                args.workers,
-                "--render-endpoint",
-                url,
-                phase=workloads.RENDER_PHASE,
-            ),
+            workloads.entry_point(setup, OLD, f"entry-mem-{size}", f"chat-{size}", args.workers),
+            workloads.hand_patched(setup, OLD, f"hand-mem-{size}", f"chat-{size}", args.workers),
         ]
-        samples = alternate(commands, args.rounds, logs)
-    rows = workloads.compare_rows(setup, NEW, "render-local", "render-http")
-    print(f"  both outputs hold the same {rows} rows", flush=True)
+        samples.update(alternate(commands, 1, logs))
     return samples
+
+
+def measure_new_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    print(f"== {NEW}: real vLLM render server, {args.slice} conversations", flush=True)
+    phase = workloads.RENDER_PHASE
+    with workloads.render_server(setup) as url:
+        print(f"  vLLM render server at {url}", flush=True)
+        commands = [
+            workloads.entry_point(setup, NEW, "entry-0.9-http", "slice", args.workers,
+                                  "--render-endpoint", url, phase=phase),
+            workloads.hand_patched(setup, NEW, "hand-0.9-http", "slice", args.workers, url),
+            workloads.entry_point(setup, NEW, "entry-0.9-local", "slice", args.workers,
+                                  "--render-endpoint", "local", phase=phase),
+        ]  # fmt: skip
+        samples = alternate(commands, args.rounds, logs)
+    SAME_ROWS.append(workloads.compare_rows(setup, NEW, "entry-0.9-local", "entry-0.9-http"))
+    print(f"  local vs vLLM: {SAME_ROWS[-1]}", flush=True)
+    return samples
+
+
+def measure_floor(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    print(f"== {OLD}: floor, {args.slice} conversations", flush=True)
+    commands = [
+        workloads.floor_loop(setup, OLD, "floor-loop", "slice"),
+        workloads.entry_point(setup, OLD, "entry-0.5-slice", "slice", args.workers),
+    ]
+    return alternate(commands, args.rounds, logs)
 
 
 def measure_start_up(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
@@ -93,48 +126,90 @@ def measure_start_up(setup: Setup, args: argparse.Namespace, logs: Path) -> Samp
     return alternate(commands, args.start_rounds, logs)
 
 
-def ratios_of(samples: Samples, workers: int) -> list[Ratio]:
+RUNS = {
+    # name: (release, data, what)
+    "entry-0.5": (OLD, "mix", "entry point"),
+    "hand-0.5": (OLD, "mix", "hand-patched upstream"),
+    "entry-0.9-http": (NEW, "slice", "entry point, real vLLM /render"),
+    "hand-0.9-http": (NEW, "slice", "hand-patched upstream, real vLLM /render"),
+    "entry-0.9-local": (NEW, "slice", "entry point, `--render-endpoint local`"),
+    "entry-0.5-slice": (OLD, "slice", "entry point"),
+    "floor-loop": (OLD, "slice", "floor: plain apply_chat_template loop, 1 process"),
+}
+
+
+def runs_of(setup: Setup, args: argparse.Namespace, samples: Samples) -> list[Run]:
+    names = dict(RUNS)
+    for size in memory_sizes(args):
+        names[f"entry-mem-{size}"] = (OLD, f"chat-{size}", "entry point")
+        names[f"hand-mem-{size}"] = (OLD, f"chat-{size}", "hand-patched upstream")
+    runs = []
+    for name, (release, data, what) in names.items():
+        if name not in samples:
+            continue
+        conversations = sum(1 for _ in setup.data(data).open("rb"))
+        rows, tokens = workloads.output_size(setup, release, name)
+        runs.append(Run(name, what, release, data, conversations, rows, tokens, samples[name]))
+    return runs
+
+
+def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
     def both(numerator: str, denominator: str) -> dict[str, list[float]]:
         return {
             "ratios": paired_ratios(samples, numerator, denominator),
             "cpu_ratios": paired_ratios(samples, numerator, denominator, "cpu"),
         }
 
-    return [
+    sizes = memory_sizes(args)
+    ratios = [
         Ratio(
-            f"1. entry point vs hand-patched upstream ({OLD}, {workers} workers)",
+            f"1a. entry point vs hand-patched, 0.5-0.7 ({OLD}, {args.conversations} mixed)",
             "entry point / hand-patched",
             limit=1.03,
-            **both("entry-point", "hand-patched"),
+            **both("entry-0.5", "hand-0.5"),
         ),
         Ratio(
-            f"2. local vs HTTP rendering ({NEW}, {workers} workers)",
-            "`--render-endpoint local` / loopback server",
-            paired_ratios(samples, "render-local", "render-http"),
+            f"1b. entry point vs hand-patched, 0.8+ ({NEW}, real vLLM, {args.slice} mixed)",
+            "entry point / hand-patched",
+            paired_ratios(samples, "entry-0.9-http", "hand-0.9-http"),
+            limit=1.03,
+        ),
+        Ratio(
+            f"2. local vs real HTTP rendering ({NEW}, {args.slice} mixed)",
+            "`--render-endpoint local` / vLLM render server",
+            paired_ratios(samples, "entry-0.9-local", "entry-0.9-http"),
             limit=0.5,
         ),
         Ratio(
             f"2b. the same runs, rendering phase only ({NEW})",
             "map over the conversations, from the runs' log timestamps",
-            paired_ratios(samples, "render-local", "render-http", "phase"),
+            paired_ratios(samples, "entry-0.9-local", "entry-0.9-http", "phase"),
         ),
+    ]
+    if sizes:
+        top = sizes[-1]
+        ratios.append(
+            Ratio(
+                f"3. peak memory at {top:,} short chats ({OLD})",
+                "entry point / hand-patched, peak PSS of the process tree",
+                paired_ratios(samples, f"entry-mem-{top}", f"hand-mem-{top}", "peak_pss"),
+                limit=1.10,
+            )
+        )
+    ratios += [
         Ratio(
-            f"3. interpreter start-up ({NEW})",
+            f"4. interpreter start-up ({NEW})",
             "`.pth` active / `SPECULATORS_QWEN_COMPAT=0`",
             limit=1.10,
             **both("start-pth-active", "start-pth-off"),
         ),
         Ratio(
-            f"4. scaling ({OLD})",
-            f"1 worker / {workers} workers",
-            **both("entry-point-1-worker", "entry-point"),
-        ),
-        Ratio(
-            f"5. floor ({OLD})",
-            f"plain apply_chat_template loop / entry point ({workers} workers)",
-            **both("floor-loop", "entry-point"),
+            f"5. floor ({OLD}, {args.slice} mixed)",
+            f"plain apply_chat_template loop / entry point ({args.workers} workers)",
+            **both("floor-loop", "entry-0.5-slice"),
         ),
     ]
+    return ratios
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,24 +219,42 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         logs = work / "logs"
         logs.mkdir()
-        setup = Setup(args.venvs, work, args.conversations, args.seq_length)
-        workloads.make_data(setup, NEW)
+        setup = Setup(ROOT, work, args.seq_length)
+        prepare_inputs(setup, args)
         samples = {
-            **measure_old_release(setup, args, logs),
-            **measure_rendering(setup, args, logs),
+            **measure_new_family(setup, args, logs),
+            **measure_floor(setup, args, logs),
             **measure_start_up(setup, args, logs),
+            **measure_old_family(setup, args, logs),
+            **measure_memory(setup, args, logs),
         }
+        runs = runs_of(setup, args, samples)
     minutes = (time.perf_counter() - began) / 60
-    about = report.machine(str(args.venvs / NEW / "bin" / "python"))
+    about = report.machine(setup.python(NEW))
     note = (
-        f"Measured {about}. {args.conversations} well-formed ShareGPT conversations (demo sample "
-        f"data), `--seq-length {args.seq_length}`, tokenizer `demo/tiny-qwen36`; median of "
-        f"{args.rounds} alternating rounds ({args.start_rounds} rounds of {args.start_repeat} "
-        f"interpreters for start-up); CPU = user + system time of the command's processes "
-        f"(not counted for HTTP: the server is not the command's child). The run took "
-        f"{minutes:.1f} min; details in bench/RESULTS.md."
+        f"Measured {about}. Model: the real Qwen3.6 vocabulary (248,077 tokens, "
+        f"tools/build_qwen_vocab.py) with the demo's Qwen3.6-style template; data from "
+        f"bench/make_data.py: {args.conversations:,} conversations of a mix of chat (45%), "
+        f"multi-turn (30%) and agentic tool traces with reasoning (25%) in ShareGPT form, the "
+        f"first {args.slice:,} of them for the runs through vLLM 0.32's render server "
+        f"(`vllm launch render`, one request at a time per worker) and the floor; short chats "
+        f"for memory. `--seq-length {args.seq_length}`, {args.workers} preprocessing workers, "
+        f"{args.rounds} round(s) (start-up: {args.start_rounds} rounds of {args.start_repeat} "
+        f"interpreters). Peak memory = the largest summed PSS of the command's process tree "
+        f"(sampled every 0.2 s); CPU = user + system time of the command's processes (not "
+        f"counted for vLLM: the server is not the command's child). Local vs vLLM rows: "
+        f"{SAME_ROWS[-1] if SAME_ROWS else 'not compared'}. The run took "
+        f"{minutes:.1f} min; per-command seconds in bench/RESULTS.md."
     )
-    body = report.ratio_table(ratios_of(samples, args.workers)) + "\n\n" + note
+    body = (
+        report.ratio_table(ratios_of(samples, args))
+        + "\n\n"
+        + report.runs_table(runs)
+        + "\n\n"
+        + report.memory_table(runs, memory_sizes(args))
+        + "\n\n"
+        + note
+    )
     print("\n" + body)
     if not args.no_write:
         details = report.seconds_table(samples)
@@ -176,4 +269,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -35,6 +35,11 @@ class Sample:
     wall: float
     cpu: float
     phase: float | None = None
+    #: Peak of the summed PSS of the command's process tree (bytes), sampled every 0.2 s.
+    peak_pss: int = 0
+    #: The same for anonymous memory only (no memory-mapped file pages, which the kernel can
+    #: drop: datasets' Arrow files are read through memory maps).
+    peak_anon: int = 0
 
 
 class CommandFailed(RuntimeError):
@@ -51,20 +56,61 @@ def time_sample(command: Command, log: Path) -> Sample:
     for folder in command.fresh:
         shutil.rmtree(folder, ignore_errors=True)
     wall = cpu = 0.0
+    peak = peak_anon = 0
     for _ in range(command.repeat):
         with log.open("wb") as err:
             cpu_before = _children_cpu()
             start = time.perf_counter()
-            code = subprocess.run(
+            process = subprocess.Popen(
                 command.argv, env=command.env, stdout=subprocess.DEVNULL, stderr=err
-            ).returncode
+            )
+            while process.poll() is None:
+                pss, anon = tree_pss(process.pid)
+                peak, peak_anon = max(peak, pss), max(peak_anon, anon)
+                time.sleep(0.2)
+            code = process.returncode
             wall += time.perf_counter() - start
             cpu += _children_cpu() - cpu_before
         if code != 0:
             tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
             raise CommandFailed(f"{command.name} exited with {code}:\n{tail}")
     phase = _phase_seconds(log, command.phase) if command.phase else None
-    return Sample(wall, cpu, phase)
+    return Sample(wall, cpu, phase, peak, peak_anon)
+
+
+def _children_of() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def tree_pss(root: int) -> tuple[int, int]:
+    """Summed proportional set size (bytes) of ``root`` and its descendants, in all and of
+    anonymous memory: shared pages of forked workers counted once in all, not once per process."""
+    children = _children_of()
+    total = anon = 0
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, ()))
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in rollup.splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+            elif line.startswith("Pss_Anon:"):
+                anon += int(line.split()[1]) * 1024
+    return total, anon
 
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")

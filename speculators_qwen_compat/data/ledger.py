@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,8 @@ class _Pending:
     skips: list[tuple[str, str]] = field(default_factory=list)
     notes: Counter[str] = field(default_factory=Counter)
     quality: QualityStats = field(default_factory=QualityStats)
+    kept: int = 0
+    errors: list[list[str]] = field(default_factory=list)  # [where, reason, traceback]
     depth: int = 0
 
 
@@ -65,6 +68,26 @@ def skip(reason: str, where: str = "") -> None:
         flush()
 
 
+def keep() -> None:
+    """Record one conversation that gave at least one row."""
+    _pending.kept += 1
+
+
+def reject(exc: BaseException, where: str = "") -> None:
+    """A conversation that raised: skipped and counted when its data is the problem (a
+    template or normaliser rejection), else recorded as an error of upstream or ours, which
+    is not a skip and fails the run past a few (fixes/data/run_report.py)."""
+    from speculators_qwen_compat.core.errors import is_data_problem, reason_of
+
+    if is_data_problem(exc):
+        skip(reason_of(exc), where)
+        return
+    text = "" if _pending.errors else "".join(traceback.format_exception(exc))
+    _pending.errors.append([where, f"{type(exc).__name__}: {reason_of(exc)}", text])
+    if _pending.depth == 0:
+        flush()
+
+
 def note(text: str, count: int = 1) -> None:
     """Count an event that is not a skip (e.g. "turns with role 'x' treated as assistant")."""
     _pending.notes[text] += count
@@ -78,7 +101,14 @@ def quality() -> QualityStats:
 
 
 def flush() -> None:
-    if not _pending.seen and not _pending.skips and not _pending.notes and not _pending.quality:
+    if not (
+        _pending.seen
+        or _pending.skips
+        or _pending.notes
+        or _pending.quality
+        or _pending.kept
+        or _pending.errors
+    ):
         return
     directory = os.environ.get(LEDGER_ENV)
     if directory and os.path.isdir(directory):
@@ -87,6 +117,10 @@ def flush() -> None:
             record["notes"] = dict(_pending.notes)
         if _pending.quality:
             record["quality"] = _pending.quality.to_json()
+        if _pending.kept:
+            record["kept"] = _pending.kept
+        if _pending.errors:
+            record["errors"] = _pending.errors
         line = json.dumps(record, ensure_ascii=False)
         with open(os.path.join(directory, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
@@ -103,6 +137,8 @@ def flush() -> None:
     _pending.skips = []
     _pending.notes = Counter()
     _pending.quality = QualityStats()
+    _pending.kept = 0
+    _pending.errors = []
 
 
 @dataclass
@@ -114,6 +150,11 @@ class Tally:
     examples: dict[str, list[str]] = field(default_factory=dict)
     notes: Counter[str] = field(default_factory=Counter)
     quality: QualityStats = field(default_factory=QualityStats)
+    #: Conversations that gave at least one row: conversations_in = kept + skipped_total
+    #: (+ errors, which are not data problems and fail the run past ERROR_LIMIT).
+    kept: int = 0
+    errors: int = 0
+    first_error: list[str] | None = None  # [where, reason, traceback]
 
     @property
     def skipped_total(self) -> int:
@@ -154,6 +195,12 @@ class Tally:
             line += f": {self.top_reasons(len(self.skipped))}"
         for text, count in self.notes.most_common():
             line += f"; {count} {text}"
+        if self.errors:
+            where, reason, _ = self.first_error or ["", "", ""]
+            line += (
+                f"; {self.errors} failed with an error that is not a data problem "
+                f"(first at {where or 'a row'}: {reason})"
+            )
         warned = summary(self.warnings())
         return f"{line}; {warned}" if warned else line
 
@@ -180,6 +227,11 @@ class Ledger:
                         record.get("notes"),
                         record.get("quality"),
                     )
+                    tally.kept += record.get("kept", 0)
+                    for error in record.get("errors", []):
+                        tally.errors += 1
+                        if tally.first_error is None or (error[2] and not tally.first_error[2]):
+                            tally.first_error = error
         return tally
 
     def close(self) -> Tally:

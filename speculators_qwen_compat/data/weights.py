@@ -30,6 +30,8 @@ rendered_assistant_turns: int | None = None
 class WeightsUnplaceable(ValueError):
     """The weight-0 turns cannot be located in this row's mask; the message is the reason."""
 
+    data_problem = True  # counted as a skipped row, never as a bug (core/errors.py)
+
 
 def assistant_ordinals(conversation: list[dict[str, Any]], context: list[int]) -> list[int]:
     """For turn indices of weight-0 assistant turns, their rank among the assistant turns."""

@@ -19,10 +19,10 @@ In every release a row with no supervised token left (no assistant turn, or none
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
@@ -37,6 +37,10 @@ from speculators_qwen_compat.data.files import SOURCE_COLUMN
 
 CONTEXT_COLUMN = "_compat_context"  # written by the conversations fix (read_batch)
 
+#: Upstream's own per-row error line; the ledger counts those rows, so the line is folded into
+#: the run's summary instead (see ``_FoldRowErrors``).
+UPSTREAM_ROW_ERROR = "Failed to process conversation"
+BELOW_MINIMUM = "fewer supervised tokens than --minimum-valid-tokens"
 NOTHING_TO_SUPERVISE = (
     "nothing to supervise (no assistant turn after a user turn, or none inside --seq-length)"
 )
@@ -68,6 +72,10 @@ class RowGuardFix(Fix):
         return applies("_preprocess_batch guarded per row")
 
     def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        import logging
+
+        upstream_log = logging.getLogger(module_name)
+        patcher.replace(upstream_log, "filters", [*upstream_log.filters, _FoldRowErrors()])
         if hasattr(module, "_render_conversation_rows"):
             _guard_render_rows(module, patcher)
         else:
@@ -102,6 +110,11 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
             return wrapped(*args, **kwargs)
         processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
         max_length = bound.arguments["max_length"]
+        # Upstream drops rows under --minimum-valid-tokens without a word: filter here instead,
+        # so that such a row is counted with its own reason.
+        minimum = bound.arguments.get("minimum_valid_tokens")
+        if minimum is not None:
+            bound.arguments["minimum_valid_tokens"] = None
         contexts = examples.get(CONTEXT_COLUMN)
         merged: dict[str, list[Any]] = {}
         n = batch_length(examples)
@@ -125,16 +138,21 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
                             turns = weights.rendered_assistant_turns or current["turns"]
                             weights.unset_runs(mask, current["ordinals"], turns, clipped)
                 except Exception as exc:
-                    ledger.skip(reason_of(exc), where)
+                    ledger.reject(exc, where)
                     continue
                 finally:
                     current["ordinals"] = []
-                kept = [j for j, mask in enumerate(out.get("loss_mask", [])) if _supervised(mask)]
-                if not kept:
-                    error = current["error"]  # 0.7 catches and logs it inside the row
-                    ledger.skip(
-                        reason_of(error) if error else _diagnose(module, one, processor), where
-                    )
+                masks = out.get("loss_mask", [])
+                supervised = [j for j, mask in enumerate(masks) if _supervised(mask)]
+                kept = [j for j in supervised if _enough(masks[j], minimum)]
+                if kept:
+                    ledger.keep()
+                elif supervised:
+                    ledger.skip(BELOW_MINIMUM, where)
+                elif current["error"] is not None:  # 0.7 catches and logs it inside the row
+                    ledger.reject(current["error"], where)
+                else:
+                    _diagnose(module, one, processor, where)
                 for column, values in out.items():
                     merged.setdefault(column, []).extend(values[j] for j in kept)
         if not merged:  # every row skipped: the columns upstream would have given
@@ -150,10 +168,12 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
 
 def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
     """0.8+: guard each conversation; remember why a render failed, for the count."""
-    state: dict[str, Any] = {"error": None, "sources": None, "contexts": None}
+    state: dict[str, Any] = {"error": None, "sources": None, "contexts": None, "minimum": None}
 
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-        examples = bind(wrapped, args, kwargs).arguments["examples"]
+        arguments = bind(wrapped, args, kwargs).arguments
+        examples = arguments["examples"]
+        state["minimum"] = arguments.get("minimum_valid_tokens")
         state["sources"] = examples.get(SOURCE_COLUMN)
         state["contexts"] = examples.get(CONTEXT_COLUMN)
         with ledger.batch(batch_length(examples)):
@@ -179,7 +199,7 @@ def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
         try:
             rows = wrapped(*args, **kwargs)
         except Exception as exc:
-            ledger.skip(reason_of(exc), where)
+            ledger.reject(exc, where)
             return None  # upstream's "unusable conversation"
         contexts = state["contexts"]
         if rows and contexts and isinstance(idx, int) and contexts[idx]:
@@ -187,9 +207,15 @@ def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
         if rows is None:
             ledger.skip("conversation is empty or not a list", where)
         elif state["error"] is not None:
-            ledger.skip(reason_of(state["error"]), where)
-        elif not any(_supervised(row["loss_mask"][:max_length]) for row in rows):
-            ledger.skip(NOTHING_TO_SUPERVISE, where)
+            ledger.reject(state["error"], where)
+        else:
+            masks = [row["loss_mask"][:max_length] for row in rows]
+            if any(_enough(mask, state["minimum"]) for mask in masks if _supervised(mask)):
+                ledger.keep()
+            elif any(_supervised(mask) for mask in masks):
+                ledger.skip(BELOW_MINIMUM, where)  # upstream's _append_row "filtered"
+            else:
+                ledger.skip(NOTHING_TO_SUPERVISE, where)
         return rows
 
     patcher.wrap(module, "_preprocess_batch", preprocess_batch)
@@ -207,16 +233,35 @@ def _supervised(mask: Any) -> bool:
     return bool(total > 0)
 
 
-def _diagnose(module: ModuleType, one: dict[str, list[Any]], processor: Any) -> str:
-    """Why a row gave nothing: render it again (only on this failure path) to get the
-    template's own message, else there was nothing to supervise."""
+def _enough(mask: Any, minimum: int | None) -> bool:
+    if minimum is None:
+        return True
+    total = mask.sum() if hasattr(mask, "sum") else sum(mask)
+    return bool(total >= minimum)
+
+
+def _diagnose(module: ModuleType, one: dict[str, list[Any]], processor: Any, where: str) -> None:
+    """Why a row gave nothing (upstream caught and logged its error): render it again, only on
+    this failure path, to count the template's own message, else nothing to supervise."""
     try:
         conversation = module._normalize_conversation(one["conversations"][0])
         tools = (one.get("tools") or [None])[0]
         processor.apply_chat_template(conversation, tools=tools or None, tokenize=False)
     except Exception as exc:
-        return reason_of(exc)
-    return NOTHING_TO_SUPERVISE
+        ledger.reject(exc, where)
+        return
+    ledger.skip(NOTHING_TO_SUPERVISE, where)
+
+
+class _FoldRowErrors:
+    """A filter on upstream's preprocessing logger: during a counted run (the ledger is open)
+    its per-row "Failed to process conversation ..." lines are dropped, since the ledger
+    counts those rows and the run's summary names their reasons."""
+
+    def filter(self, record: Any) -> bool:
+        if not os.environ.get(ledger.LEDGER_ENV):
+            return True
+        return UPSTREAM_ROW_ERROR not in record.getMessage()
 
 
 def _is_multimodal(processor: Any) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.errors import DataError
+from speculators_qwen_compat.core.errors import CompatError, DataError
 from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind, missing
 from speculators_qwen_compat.data.ledger import Ledger, Tally
@@ -87,8 +87,10 @@ def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             result = wrapped(*args, **kwargs)
         except ValueError as exc:
             if "No samples remain" in str(exc):
+                _refuse_errors(_current.tally())
                 raise DataError(_empty_message(_current.tally())) from exc
             raise
+        _refuse_errors(_current.tally())
         dataset = result[0] if isinstance(result, tuple) else result
         rows_out = len(dataset)
         allow_empty = bind(wrapped, args, kwargs).arguments.get("allow_empty_output")
@@ -102,6 +104,29 @@ def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         last_run = RunOutcome(tally, rows_out)
         if announce:
             (log.warning if tally.skipped else log.info)("%s", tally.summary())
+
+
+#: Conversations that may fail with an error that is not a data problem (a bug in upstream or
+#: in this package) before the run is refused: such a row is not a skip (data/ledger.py).
+ERROR_LIMIT = 3
+
+
+def _refuse_errors(tally: Tally) -> None:
+    """More than ERROR_LIMIT rows raised something that is not the data's fault: fail, naming
+    the first (its traceback on stderr with --debug / SPECULATORS_QWEN_COMPAT_DEBUG=1)."""
+    if tally.errors <= ERROR_LIMIT or tally.first_error is None:
+        return
+    import os
+    import sys
+
+    where, reason, trace = tally.first_error
+    if trace and os.environ.get("SPECULATORS_QWEN_COMPAT_DEBUG", "") not in ("", "0"):
+        sys.stderr.write(trace)
+    raise CompatError(
+        f"{tally.errors} of {tally.conversations_in} conversations failed with an error that "
+        f"is not a data problem (a bug in speculators or speculators_qwen_compat, not counted "
+        f"as skipped); first at {where or 'a row'}: {reason}"
+    )
 
 
 def _refuse_warnings_if_strict(tally: Tally) -> None:

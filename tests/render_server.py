@@ -1,6 +1,7 @@
 """A loopback stand-in for vLLM's ``POST /v1/chat/completions/render`` (vLLM cannot run here).
 
-It follows the contract speculators 0.8+ rely on (fact sheet §5): JSON body with ``messages``,
+It follows the contract speculators 0.8+ rely on (docs/upstream.md "Local rendering"): JSON
+body with ``messages``,
 ``add_generation_prompt``, optional ``tools``, ``chat_template_kwargs``,
 ``truncate_prompt_tokens`` and ``truncation_side``; answers ``{"token_ids": [...]}``; a template
 error is a 400 with vLLM's error shape. Rendering is the served tokenizer's chat template, then

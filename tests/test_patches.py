@@ -56,7 +56,7 @@ release_source = _release_source()
 
 
 def needed_fixes(release: Version) -> set[str]:
-    """The patches a release must have: the fix docstrings and the fact sheet say why."""
+    """The patches a release must have: the fix docstrings and docs/upstream.md say why."""
     fixes = {"normalize-turns", "messages-column"}
     if release < Version("0.8"):
         fixes.add("mask-probe")  # _supports_assistant_mask lets TemplateError escape

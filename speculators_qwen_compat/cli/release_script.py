@@ -1,6 +1,7 @@
 """The prepare_data command of releases that ship none in their wheel (<= 0.7).
 
-Up to 0.7 the command is ``scripts/prepare_data.py`` in the git repository only (fact sheet §6),
+Up to 0.7 the command is ``scripts/prepare_data.py`` in the git repository only
+(docs/upstream.md "The prepare_data command"),
 so ``pip install speculators`` users have nothing to run. This rebuilds its argparse interface
 from the installed ``load_and_preprocess_dataset``: a flag exists exactly when the release's
 function takes the matching parameter, with the script's names and defaults, so a command line

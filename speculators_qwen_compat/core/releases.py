@@ -16,7 +16,7 @@ APPLIED, NOT_NEEDED = "applied", "not-needed"
 @dataclass(frozen=True)
 class Release:
     version: str
-    group: str  # the fact sheet's release group
+    group: str  # a letter naming the release's group of shapes
     shape: str
     fixes: dict[str, str]  # fix name -> the state status must report
 

@@ -1,10 +1,10 @@
 """Fix: ``--render-endpoint local`` renders in-process instead of needing a vLLM server.
 
-Releases: 0.8+ derive loss masks only from vLLM's ``/v1/chat/completions/render`` (fact sheet
-§5): without a server serving the target, prepare_data cannot run at all.
+Releases: 0.8+ derive loss masks only from vLLM's ``/v1/chat/completions/render`` (docs/upstream.md
+"Local rendering"): without a server serving the target, prepare_data cannot run at all.
 Targets in ``preprocessing``:
 - ``render_conversation(endpoint, messages, *, add_generation_prompt, tools=None, ...)``, bound
-  from ``render_client`` (F:19, G:18): an endpoint starting with ``local`` renders through
+  from ``render_client`` (0.8.1 :19, 0.9.0 :18): an endpoint starting with ``local`` renders through
   local_renderer.py, token-identical to the server for a text model; a URL goes to upstream.
 - ``build_speculator_training_dataset(dataset, processor, ..., render_endpoint=...)``: with
   ``render_endpoint="local"`` it hands the processor it was given to the local renderer and

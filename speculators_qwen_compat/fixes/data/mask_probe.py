@@ -1,7 +1,8 @@
 """Fix: the assistant-mask probe that kills prepare_data before it reads a row.
 
 Target: ``preprocessing._supports_assistant_mask(tokenizer_or_processor) -> bool``.
-Releases: 0.4.x and 0.5.0 probe with an assistant-only conversation (fact sheet §2, C:115-131);
+Releases: 0.4.x and 0.5.0 probe with an assistant-only conversation
+(docs/upstream.md "Mask probe", 0.5.0 :110-130);
 a strict template raises ``jinja2.TemplateError("No user query found in messages.")``, which the
 probe does not catch (only TypeError/ValueError/KeyError/AttributeError), so the whole run dies.
 0.6/0.7 probe with a user turn first but still let TemplateError escape. Absent in 0.3 and 0.8+.

@@ -1,14 +1,15 @@
 """Fix: one conversation the template rejects is skipped and counted, never the end of the run.
 
-Releases and targets (fact sheet §3):
+Releases and targets (docs/upstream.md "Row errors"):
 - 0.4.x-0.6.x catch only TypeError/ValueError/KeyError/AttributeError/RuntimeError per row
-  (C:352, D:519): a ``jinja2.TemplateError`` ("System message must be at the beginning.", "No
+  (0.5.0 :352, 0.6.0.2 :519): a ``jinja2.TemplateError`` ("System message must be at the
+  beginning.", "No
   user query found in messages.") escapes the ``datasets.map`` worker and kills the whole step.
   0.7 catches everything but only logs it. Target: ``_preprocess_batch(examples, processor, ...)``,
   called here one row at a time inside a try; a row that yields nothing is re-rendered (only
   then) to name the template's reason.
-- 0.8+ catch per conversation inside ``_render_conversation_rows`` and return ``[]`` (F:368,
-  G:373), so failures are silent in the counts. Targets: ``_render_conversation_rows`` (guarded
+- 0.8+ catch per conversation inside ``_render_conversation_rows`` and return ``[]`` (0.8.1 :368,
+  0.9.0 :373), so failures are silent in the counts. Targets: ``_render_conversation_rows`` (guarded
   and counted) and ``_render_boundary_rows`` (its exception is remembered as the reason).
 Weight-0 assistant turns (data/weights.py) are unset here too: on <= 0.7 in the row's mask
 (``_create_loss_mask_from_offsets`` is wrapped for pattern masks; transformers' assistant masks

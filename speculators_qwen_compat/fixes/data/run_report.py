@@ -9,7 +9,8 @@ Targets:
   them) unless ``allow_empty_output`` is set. With ``--strict-data`` a data-quality warning
   (data/quality.py) is fatal too, before upstream saves anything.
 - ``preprocessing._visualize_sample``: <= 0.6 write an empty token_freq.pt and then die on
-  ``IndexError`` at ``preprocessed[0]`` (A:402, B:500, C:536, D:762); an empty dataset becomes the
+  ``IndexError`` at ``preprocessed[0]`` (0.5.0 :536, 0.6.0.2 :762; docs/upstream.md "Run
+  report"); an empty dataset becomes the
   same CompatError instead.
 """
 

@@ -337,3 +337,37 @@ def test_train_dry_run_under_torchrun(checkpoints: dict, tmp_path: Path) -> None
         capture_output=True, text=True, env=subprocess_env(), timeout=600,
     )  # fmt: skip
     _check_dry_run(result, save)
+
+
+# --- doctor's training view ------------------------------------------------------------------
+
+
+def _training_view(folder: Path) -> dict[str, str]:
+    import io
+
+    from speculators_qwen_compat.doctor.training_view import print_training_view
+
+    out = io.StringIO()
+    print_training_view(str(folder), out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"training (speculators {RELEASE}")
+    return {line.split(":", 1)[0].strip(): line.split(":", 1)[1] for line in lines[1:]}
+
+
+@pytest.mark.parametrize("kind", ["qwen35_moe", "qwen35", "llama"])
+def test_doctor_training_view(fixes_on: None, checkpoints: dict, kind: str) -> None:
+    view = _training_view(checkpoints[kind])
+    wrong = {t.strip() for t in view.get("verifier_norm wrong", " (").split("(")[0].split(",")}
+    if kind == "llama":
+        assert view["final norm"].split()[0] == nc.TIMES_WEIGHT
+        assert "verifier_norm wrong" not in view
+    else:
+        assert view["final norm"].split()[0] == nc.ONE_PLUS_WEIGHT
+        expected = {t for t in TYPES if not upstream_is_right(kind, t)}
+        assert wrong == expected, view
+        assert "fixed by verifier_norm" in view["verifier_norm wrong"]
+    decoder = [v for k, v in view.items() if k.startswith("draft")]
+    assert decoder and all(f"hidden_size={tiny.HIDDEN}" in v for v in decoder), view
+    assert view["mask token"].split()[0] == "1210", view
+    if MASK_TOKEN_RELEASE and kind != "llama":
+        assert "fixed by mask_token" in view["mask token"]

@@ -2,10 +2,10 @@
 
 Tells, before a long prepare_data run, what the target's chat template demands (probe renders,
 template_profile.py), how the installed speculators release will build loss masks for it
-(mask_strategy.py) and, for a data file, what the first N rows would give: skip counts by the
-reasons the run would report, the data-quality warnings (placeholder or boilerplate replies,
-prompt-only rows, duplicates: data/quality.py) and one conversation with its trainable text
-marked (dry_run.py).
+(mask_strategy.py), the training view of the verifier (training_view.py) and, for a data file,
+what the first N rows would give: skip counts by the reasons the run would report, the
+data-quality warnings (placeholder or boilerplate replies, prompt-only rows, duplicates:
+data/quality.py) and one conversation with its trainable text marked (dry_run.py).
 Writes nothing. A fatal problem prints ``speculators_qwen_compat: error: ...`` and exits 1.
 It reads the template through the model's tokenizer (AutoTokenizer, no remote code).
 """
@@ -31,6 +31,7 @@ from speculators_qwen_compat.doctor.template_profile import (
     TemplateUnusable,
     profile_template,
 )
+from speculators_qwen_compat.doctor.training_view import print_training_view
 from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
 
 DEFAULT_ROWS = 200
@@ -96,6 +97,7 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     print(f"masks (speculators {release}):", file=out)
     for line in strategy.describe():
         print(f"  {line}", file=out)
+    print_training_view(args.model, out)
     if files:
         result = dry_run(files, strategy, args.rows, args.seq_length, args.conversations_key)
         print_dry_run(result, args.rows, tokenizer, out)

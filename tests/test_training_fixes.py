@@ -234,7 +234,7 @@ def test_one_training_step_through_upstreams_trainer(
     fc_before = drafter.fc.weight.detach().clone()
     norm_before = drafter.verifier_norm.weight.detach().clone()
     losses: list[float] = []
-    drafter.register_forward_hook(lambda _m, _i, out: losses.append(float(out[1])))
+    drafter.register_forward_hook(lambda _m, _i, out: losses.append(float(out[1].detach())))
     with on_cpu():
         Trainer(drafter, config, loader, None).train_epoch(0)
     assert len(losses) == 1 and torch.isfinite(torch.tensor(losses[0])) and losses[0] > 0

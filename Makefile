@@ -1,96 +1,85 @@
 # speculators-qwen-compat: demo, tests, lint and the test environments.
-# Test environments (tools/build_venv.sh, built once, reused): two shared base venvs holding torch
-# (.venvs/base-cpu: torch 2.13.0 CPU; .venvs/base-vision: torch 2.14.1 + torchvision 0.29.1), one
-# --target folder per speculators release (.venvs/rel/<release>: speculators --no-deps, its
-# transformers/datasets), and a vLLM venv (.venvs/vllm). tools/release_python.sh runs one release.
-# This package goes into the base venvs from its wheel (not editable), rebuilt on every run.
+# Test environments (tools/build_venv.sh, built once, reused across runs and clones: the
+# checkout's .venvs links to ~/.cache/speculators-qwen-compat/venvs, or to $VENVS when set; each
+# environment is rebuilt only when the hash of its recipe changes): two shared base venvs holding
+# torch (base-cpu: torch 2.13.0 CPU; base-vision: torch 2.14.1 + torchvision 0.29.1), one
+# --target folder per speculators release (rel/<release>: speculators --no-deps, its
+# transformers/datasets), a vLLM venv (vllm) and the real Qwen vocabulary (assets/qwen36-vocab).
+# tools/release_python.sh runs one release. This package goes into the base venvs from its wheel
+# (not editable), rebuilt on every run. `make test` and `make test-quick` are tools/matrix.py:
+# the builds and the test passes run concurrently, and it prints the wall time of each part.
 
 PYTHON ?= python3.11
 export PYTHON
-VENVS := .venvs
+VENVS ?= .venvs
 WHEEL_DIR := build/wheel
 # The two releases the quick loop uses (the seed's and the newest); the full list is
 # speculators_qwen_compat/core/releases.py, read by tools/matrix.py (never at parse time here).
 CORE_RELEASES := 0.5.0 0.9.0
 DEMO_RELEASE := 0.9.0
 PYTEST_ARGS ?=
+MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
 
 .PHONY: help test test-quick demo lint wheel install install-vision venvs vocab matrix \
-	check-new-release support-table bench clean distclean
+	check-new-release support-table bench clean distclean tools-venv base-cpu base-vision vllm \
+	$(addprefix release-,$(CORE_RELEASES))
 
 help:
 	@echo "make demo       - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
-	@echo "make test       - lint, then the whole suite against every tested release"
-	@echo "make test-quick - the same against $(CORE_RELEASES) only"
+	@echo "make test       - lint, then every test pass against every tested release (timed)"
+	@echo "make test-quick - lint and the suite against $(CORE_RELEASES) only"
 	@echo "make lint       - ruff"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
 	@echo "make bench      - speed and memory ratios measured side by side"
 
-$(VENVS)/tools/.built:
-	$(PYTHON) -m venv $(VENVS)/tools
-	$(VENVS)/tools/bin/python -m pip -q --disable-pip-version-check install \
-		ruff==0.17.6 build==1.6.1 packaging==26.4
-	touch $@
-
-$(VENVS)/base-cpu/.built: envs/common.txt tools/build_venv.sh
+# tools/build_venv.sh decides itself whether an environment is current (content hash).
+tools-venv:
+	tools/build_venv.sh tools
+base-cpu:
 	tools/build_venv.sh base-cpu
-
-$(VENVS)/base-vision/.built: envs/common.txt tools/build_venv.sh
+base-vision:
 	tools/build_venv.sh base-vision
-
-$(VENVS)/rel/%/.built: envs/%.txt envs/common.txt tools/build_venv.sh
+vllm:
+	tools/build_venv.sh vllm
+vocab:
+	tools/build_venv.sh vocab
+release-%:
 	tools/build_venv.sh release $*
 
-$(VENVS)/vllm/.built: tools/build_venv.sh
-	tools/build_venv.sh vllm
-
-# The real Qwen3.5/3.6 vocabulary (never committed): tests find it here or in $QWEN_VOCAB_DIR.
-VOCAB := $(VENVS)/assets/qwen36-vocab/.built
-$(VOCAB): tools/build_qwen_vocab.py $(VENVS)/base-cpu/.built
-	rm -rf $(dir $@)
-	$(VENVS)/base-cpu/bin/python tools/build_qwen_vocab.py $(dir $@)
-	touch $@
-
-vocab: $(VOCAB)
-
-wheel: $(VENVS)/tools/.built
+wheel: tools-venv
 	rm -rf $(WHEEL_DIR)
 	$(VENVS)/tools/bin/python -m build -q --wheel --outdir $(WHEEL_DIR) . >/dev/null
 
 # This package's wheel (not editable) in the shared base venv; every release folder sees it.
-install: $(VENVS)/base-cpu/.built wheel
+install: base-cpu wheel
 	$(VENVS)/base-cpu/bin/python -m pip -q --disable-pip-version-check install --force-reinstall \
 		--no-deps $(WHEEL_DIR)/*.whl
 
-install-vision: $(VENVS)/base-vision/.built wheel
+install-vision: base-vision wheel
 	$(VENVS)/base-vision/bin/python -m pip -q --disable-pip-version-check install \
 		--force-reinstall --no-deps $(WHEEL_DIR)/*.whl
 
-lint: $(VENVS)/tools/.built
+lint: tools-venv
 	$(VENVS)/tools/bin/ruff check speculators_qwen_compat tests tools bench
 	$(VENVS)/tools/bin/ruff format --check speculators_qwen_compat tests tools bench
 
-# The whole suite: every tested release (tools/matrix.py builds what is missing), a release x fix
-# table, and the wall time of each part.
+# Everything: lint, every build, every test pass (tools/matrix.py runs them concurrently), then
+# the wall time of each part, a release x fix table and `matrix: N passed, M failed`.
 test: matrix
 
-matrix: lint install $(VOCAB)
-	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/matrix.py $(PYTEST_ARGS)
+matrix: lint
+	$(MATRIX) $(PYTEST_ARGS)
 
-test-quick: lint install $(VOCAB) $(addprefix $(VENVS)/rel/,$(addsuffix /.built,$(CORE_RELEASES)))
-	@set -e; for r in $(CORE_RELEASES); do \
-		echo "== speculators $$r"; \
-		HF_HUB_OFFLINE=1 tools/release_python.sh $$r -P -m pytest -q -p no:cacheprovider \
-			$(PYTEST_ARGS) tests; \
-	done
+test-quick: lint
+	$(MATRIX) --quick $(PYTEST_ARGS)
 
 check-new-release: install
 	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/check_new_release.py
 
-support-table: $(VENVS)/tools/.built
+support-table: tools-venv
 	$(VENVS)/tools/bin/python tools/support_table.py
 
-demo: install $(VENVS)/rel/$(DEMO_RELEASE)/.built
+demo: install release-$(DEMO_RELEASE)
 	@rm -rf demo-output
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 tools/release_python.sh $(DEMO_RELEASE) \
 		-m speculators_qwen_compat.prepare_data \
@@ -103,7 +92,7 @@ demo: install $(VENVS)/rel/$(DEMO_RELEASE)/.built
 
 # Ratios measured side by side in one run (bench/run_bench.py): prints the table, writes
 # bench/RESULTS.md and the bench section of README.md.
-bench: install $(VENVS)/rel/0.5.0/.built $(VENVS)/rel/0.9.0/.built $(VENVS)/vllm/.built $(VOCAB)
+bench: install release-0.5.0 release-0.9.0 vllm vocab
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/run_bench.py
 
 clean:

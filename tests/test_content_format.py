@@ -8,6 +8,8 @@ from speculators_qwen_compat import demo
 from speculators_qwen_compat.data.content_format import as_strings, content_format
 from speculators_qwen_compat.demo.gallery import GALLERY, gallery_template
 
+pytestmark = pytest.mark.pure  # release-independent: run once (tools/matrix.py)
+
 
 @pytest.mark.parametrize(
     ("template", "expected"),

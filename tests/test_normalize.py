@@ -12,6 +12,8 @@ from speculators_qwen_compat.data.normalize import (
     pick_conversation,
 )
 
+pytestmark = pytest.mark.pure  # release-independent: run once (tools/matrix.py)
+
 
 def test_sharegpt_and_openai_give_the_same_turns() -> None:
     sharegpt = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]

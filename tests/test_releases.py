@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 from speculators_qwen_compat.fixes import ALL_FIXES
+
+pytestmark = pytest.mark.pure  # release-independent: run once (tools/matrix.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 

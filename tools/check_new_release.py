@@ -48,13 +48,13 @@ def requirements_for(version: str, newest: str) -> Path:
 def check(version: str, newest: str) -> bool:
     requirements = requirements_for(version, newest)
     try:
-        subprocess.run([str(ROOT / "tools" / "build_venv.sh"), "release", version, str(requirements)],
-                       check=True)  # fmt: skip
+        build = str(ROOT / "tools" / "build_venv.sh")
+        subprocess.run([build, "release", version, str(requirements)], check=True)
     finally:
         requirements.unlink()
     passed, summary = run_suite(version, [])
     states = fix_states(version)
-    log = (ROOT / "build" / f"matrix-{version}.log").read_text()
+    log = (ROOT / "build" / "parts" / f"suite-{version}.log").read_text()
     retire = sorted(set(RETIRE.findall(log)))
     declared = TESTED_RELEASES[newest].fixes
     print(f"speculators {version}: suite {'passed' if passed else 'FAILED'} ({summary})")

@@ -1,36 +1,77 @@
-"""Run the test suite in the venv of each release and print a release x fix table.
+"""``make test``: build the test environments and run every test pass, concurrently, timed.
 
-Usage: python tools/matrix.py [RELEASE ...] (default: every release in releases.py). Each venv is
-``.venvs/rel/<release>`` on the shared base venv (tools/release_python.sh; built by the Makefile). For each release:
-the state of every fix as ``status --json`` reports it, and whether the suite passed. Exits 1
-when any suite failed or any state differs from the one declared in releases.py.
+Usage: python tools/matrix.py [--quick] [--prebuilt] [--jobs N] [--build-jobs N] [RELEASE ...]
+[PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes for everything (10 for --quick).
+
+Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it needs is built):
+- builds (tools/build_venv.sh, reused across runs and clones): tools, base-cpu, one folder per
+  release, base-vision, the vLLM venv, the real Qwen vocabulary (when tools/build_qwen_vocab.py
+  exists); then this package's wheel into each base venv.
+- ``pure``: tests marked ``pure`` (release-independent: normaliser, content format, release
+  table), once, on the newest release.
+- ``suite:<release>``: every other test in ``tests/`` (contracts included) on that release, then
+  ``status --json`` for the release x fix table. Not here: ``pure``, ``vision`` and ``vllm``
+  tests, and tests/pipeline.
+- ``vision:<release>``: tests marked ``vision`` on base-vision, 0.6.0.2 and later (processors).
+- ``vllm``: tests marked ``vllm`` (parity with a real vLLM), on the newest release.
+- ``pipeline``: ``make test-pipeline`` when the Makefile has it.
+At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``.
+Exits 1 when any part failed or a fix's state differs from releases.py. ``--prebuilt`` uses the
+environments as they are (no build, no wheel install). Logs: build/parts/<part>.log.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from scheduler import Job, Outcome, run_jobs  # noqa: E402
 
 from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
 
+BUILD = ROOT / "build"
+LOGS = BUILD / "parts"
+QUICK_RELEASES = ("0.5.0", "0.9.0")  # the seed's release and the newest
+VISION_FROM = "0.6.0.2"  # the first release that loads an AutoProcessor
+#: Tests that run in a pass of their own, not in every release's suite.
+OWN_PASSES = ("pure", "vision", "vllm")
+#: First guesses (seconds) for the schedule before a run on this machine was timed.
+GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400}
+
+
+def venvs() -> Path:
+    """The environments' folder (tools/build_venv.sh makes the .venvs link when missing)."""
+    if os.environ.get("VENVS"):
+        return Path(os.environ["VENVS"])
+    return ROOT / ".venvs"
+
 
 def release_python(release: str, base: str = "cpu") -> list[str]:
-    """The command that runs Python for one release: its .venvs/rel folder on a shared base."""
+    """The command that runs Python for one release: its rel folder on a shared base venv."""
     return [str(ROOT / "tools" / "release_python.sh"), release, base]
+
+
+def test_env() -> dict[str, str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env.setdefault("QWEN_VOCAB_DIR", str(venvs() / "assets" / "qwen36-vocab"))
+    return env
 
 
 def fix_states(release: str) -> dict[str, str]:
     out = subprocess.run(
         [*release_python(release), "-m", "speculators_qwen_compat", "status", "--json"],
-        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True, text=True, env=test_env(),
     )  # fmt: skip
     if out.returncode != 0:
         return {}
@@ -39,69 +80,209 @@ def fix_states(release: str) -> dict[str, str]:
 
 def counts(summary: str) -> tuple[int, int]:
     """(passed, failed + errors) from a pytest summary line."""
-    found = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|error)", summary)}
-    return found.get("passed", 0), found.get("failed", 0) + found.get("error", 0)
+    found = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|errors?)", summary)}
+    errors = found.get("error", 0) + found.get("errors", 0)
+    return found.get("passed", 0), found.get("failed", 0) + errors
+
+
+def run_logged(name: str, command: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run a command with its output in build/parts/<name>.log; (exit code, output)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=env or dict(os.environ), cwd=ROOT
+    )
+    output = result.stdout + result.stderr
+    (LOGS / f"{name.replace(':', '-')}.log").write_text(output)
+    return result.returncode, output
+
+
+def pytest_pass(
+    name: str, release: str, base: str, select: str, pytest_args: list[str], paths: list[str]
+) -> tuple[bool, str]:
+    """One pytest run in a release's environment; (passed, summary line)."""
+    basetemp = BUILD / "tmp" / name.replace(":", "-")
+    basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes only the last level
+    env = {**test_env(), "HF_DATASETS_CACHE": str(basetemp.parent / f"{basetemp.name}-hf")}
+    command = [
+        *release_python(release, base), "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        f"--basetemp={basetemp}", "-m", select, *pytest_args, *paths,
+    ]  # fmt: skip
+    code, output = run_logged(name, command, env)
+    lines = [
+        line.strip("= ")
+        for line in output.splitlines()
+        if re.search(r"\d+ (passed|failed|errors?|deselected)|no tests ran", line)
+    ]
+    summary = lines[-1] if lines else "no summary"
+    if code == 5:  # nothing selected: the pass has no tests yet
+        return True, f"no tests selected ({summary})"
+    return code == 0, summary
 
 
 def run_suite(release: str, pytest_args: list[str]) -> tuple[bool, str]:
-    started = time.monotonic()
-    result = subprocess.run(
-        [*release_python(release), "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         *pytest_args, str(ROOT / "tests")],
-        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
-    summary = [
-        line for line in result.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)
-    ]
-    log = ROOT / "build" / f"matrix-{release}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(result.stdout + result.stderr)
-    took = f"{time.monotonic() - started:.0f}s"
-    return result.returncode == 0, f"{(summary or ['no summary'])[-1].strip('= ')} ({took})"
+    """Every test of the release's own suite (not the passes of their own)."""
+    select = " and ".join(f"not {mark}" for mark in OWN_PASSES)
+    ignore = [f"--ignore={p}" for p in (ROOT / "tests" / "pipeline",) if p.is_dir()]
+    return pytest_pass(
+        f"suite:{release}", release, "cpu", select, [*ignore, *pytest_args], [str(ROOT / "tests")]
+    )
 
 
-def table(rows: dict[str, tuple[dict[str, str], bool, str]]) -> str:
-    fixes = sorted({fix for states, _, _ in rows.values() for fix in states})
-    head = "| release | " + " | ".join(fixes) + " | suite |"
-    lines = [head, "|" + "---|" * (len(fixes) + 2)]
-    for release, (states, passed, summary) in rows.items():
+def command_job(name: str, command: list[str]) -> Callable[[], tuple[bool, str]]:
+    def run() -> tuple[bool, str]:
+        code, output = run_logged(name, command)
+        last = [line for line in output.splitlines() if line.strip()]
+        return code == 0, (last[-1][:120] if last else "done") if code else "ok"
+
+    return run
+
+
+def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list[Job]:
+    """The jobs of this run, with what each needs."""
+    build = str(ROOT / "tools" / "build_venv.sh")
+    releases = args.releases or list(QUICK_RELEASES if args.quick else TESTED_RELEASES)
+    newest = max(releases, key=_version)
+    vocab = (ROOT / "tools" / "build_qwen_vocab.py").is_file()
+    vision = [] if args.quick else [r for r in releases if _version(r) >= _version(VISION_FROM)]
+    jobs: list[Job] = []
+
+    def builder(name: str, command: list[str], needs: tuple[str, ...] = (), guess: float = 60):
+        if args.prebuilt:  # the environments are used as they are
+            jobs.append(Job(name, "build", lambda: (True, "prebuilt"), (), 0))
+        else:
+            jobs.append(Job(name, "build", command_job(name, command), needs, guess))
+
+    builder("build:tools", [build, "tools"], guess=20)
+    builder("build:base-cpu", [build, "base-cpu"], guess=40)
+    wheel = BUILD / "wheel"
+    make_wheel = f'rm -rf "{wheel}" && "{venvs()}/tools/bin/python" -m build -q --wheel --outdir '
+    builder("wheel", ["sh", "-c", f'{make_wheel} "{wheel}" . >/dev/null'], ("build:tools",), 15)
+    for base in ("cpu", "vision") if vision else ("cpu",):
+        if base == "vision":
+            builder("build:base-vision", [build, "base-vision"], guess=GUESSES["build:base-vision"])
+        pip = f'"{venvs()}/base-{base}/bin/python" -m pip -q --disable-pip-version-check'
+        builder(f"install:{base}", ["sh", "-c", f'{pip} install --force-reinstall --no-deps '
+                f'"{wheel}"/*.whl'], (f"build:base-{base}", "wheel"), 10)  # fmt: skip
+    for release in releases:
+        builder(f"build:rel-{release}", [build, "release", release], ("build:base-cpu",),
+                GUESSES["build:rel"])  # fmt: skip
+    if vocab:
+        builder("build:vocab", [build, "vocab"], ("build:base-cpu",), 60)
+    if not args.quick:
+        builder("build:vllm", [build, "vllm"], guess=GUESSES["build:vllm"])
+    extra = ("build:vocab",) if vocab else ()
+
+    def suite(release: str) -> Callable[[], tuple[bool, str]]:
+        def run() -> tuple[bool, str]:
+            passed, summary = run_suite(release, pytest_args)
+            states[release] = fix_states(release)
+            declared = TESTED_RELEASES.get(release)
+            if declared and states[release] != declared.fixes:
+                return False, f"{summary}; fix states differ from releases.py"
+            return passed, summary
+
+        return run
+
+    def tests(name: str, release: str, base: str, select: str, paths: list[str]):
+        return lambda: pytest_pass(name, release, base, select, pytest_args, paths)
+
+    tests_dir = [str(ROOT / "tests")]
+    cpu = ("install:cpu", *extra)
+    jobs.append(Job("pure", "test", tests("pure", newest, "cpu", "pure", tests_dir),
+                    (*cpu, f"build:rel-{newest}"), 30))  # fmt: skip
+    for release in releases:
+        needs = (*cpu, f"build:rel-{release}")
+        jobs.append(Job(f"suite:{release}", "test", suite(release), needs, GUESSES["suite"]))
+    for release in vision:
+        name = f"vision:{release}"
+        needs = ("install:vision", f"build:rel-{release}", *extra)
+        jobs.append(Job(name, "test", tests(name, release, "vision", "vision", tests_dir), needs))
+    if not args.quick:
+        needs = (*cpu, f"build:rel-{newest}", "build:vllm")
+        jobs.append(Job("vllm", "test", tests("vllm", newest, "cpu", "vllm", tests_dir), needs))
+        if re.search(r"^test-pipeline:", (ROOT / "Makefile").read_text(), re.M):
+            make = ["make", "--no-print-directory", "test-pipeline"]
+            jobs.append(Job("pipeline", "test", command_job("pipeline", make), needs, 300))
+    return jobs
+
+
+def _version(release: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", release))
+
+
+def fix_table(states: dict[str, dict[str, str]], outcomes: dict[str, Outcome]) -> str:
+    fixes = sorted({fix for found in states.values() for fix in found})
+    lines = ["| release | " + " | ".join(fixes) + " | suite |", "|" + "---|" * (len(fixes) + 2)]
+    for release, found in states.items():
         declared = TESTED_RELEASES[release].fixes if release in TESTED_RELEASES else {}
-        cells = []
-        for fix in fixes:
-            state = states.get(fix, "?")
-            mark = (
-                ""
-                if not declared or declared.get(fix) == state
-                else " (declared " + (f"{declared.get(fix)})")
-            )
-            cells.append(state + mark)
-        verdict = ("pass" if passed else "FAIL") + f": {summary}"
+        cells = [
+            found.get(fix, "?")
+            + ("" if not declared or declared.get(fix) == found.get(fix) else
+               f" (declared {declared.get(fix)})")
+            for fix in fixes
+        ]  # fmt: skip
+        outcome = outcomes[f"suite:{release}"]
+        verdict = ("pass" if outcome.ok else "FAIL") + f": {outcome.summary}"
         lines.append(f"| {release} | " + " | ".join(cells) + f" | {verdict} |")
     return "\n".join(lines)
 
 
+def times_table(outcomes: list[Outcome], total: float) -> str:
+    lines = ["part                  result  wall     from-to (s after start)"]
+    for o in sorted(outcomes, key=lambda o: (o.started, o.name)):
+        result = {True: "ok", False: "FAIL", None: "skip"}[o.ok]
+        span = f"{o.started:5.0f}-{o.ended:5.0f}"
+        lines.append(f"{o.name:<21} {result:<6} {_clock(o.seconds):>7}  {span}  {o.summary[:70]}")
+    lines.append(f"{'total':<21} {'':<6} {_clock(total):>7}")
+    return "\n".join(lines)
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
 def main(argv: list[str]) -> int:
-    pytest_args = [a for a in argv if a.startswith("-")]
-    releases = [a for a in argv if not a.startswith("-")] or list(TESTED_RELEASES)
-    rows = {}
-    ok = True
-    for release in releases:  # build what is missing, once (tools/build_venv.sh reuses the rest)
-        subprocess.run([str(ROOT / "tools" / "build_venv.sh"), "release", release], check=True)
-    for release in releases:
-        print(f"== speculators {release}", flush=True)
-        passed, summary = run_suite(release, pytest_args)
-        states = fix_states(release)
-        declared = TESTED_RELEASES.get(release)
-        ok &= passed and (declared is None or states == declared.fixes)
-        rows[release] = (states, passed, summary)
-        print(f"   {'pass' if passed else 'FAIL'}: {summary}", flush=True)
-    rendered = table(rows)
-    (ROOT / "build" / "matrix.md").write_text(rendered + "\n")
-    print(rendered)
-    totals = [counts(summary) for _, _, summary in rows.values()]
-    passed, failed = sum(p for p, _ in totals), sum(f for _, f in totals)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_RELEASES)}")
+    parser.add_argument("--prebuilt", action="store_true", help="no builds, no wheel install")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="test passes at once")
+    parser.add_argument("--build-jobs", type=int, default=1, help="builds at once (beside tests)")
+    parser.add_argument("releases", nargs="*", help="default: every release in releases.py")
+    args, pytest_args = parser.parse_known_args(argv)
+    started = time.monotonic()
+    states: dict[str, dict[str, str]] = {}
+
+    def progress(o: Outcome) -> None:
+        result = {True: "ok  ", False: "FAIL", None: "skip"}[o.ok]
+        print(f"[{_clock(o.ended):>7}] {result} {o.name} ({_clock(o.seconds)}): {o.summary}",
+              flush=True)  # fmt: skip
+
+    jobs = plan(args, pytest_args, states)
+    print(f"matrix: {len(jobs)} parts, {args.jobs} test and {args.build_jobs} build at a time; "
+          f"logs in {LOGS.relative_to(ROOT)}/", flush=True)  # fmt: skip
+    outcomes = run_jobs(
+        jobs,
+        {"test": args.jobs, "build": args.build_jobs},
+        None if args.prebuilt else venvs() / ".timings.json",
+        progress,
+    )
+    by_name = {o.name: o for o in outcomes}
+    total = time.monotonic() - started
+    print("\n" + times_table(outcomes, total))
+    ordered = {r: states[r] for r in sorted(states, key=_version)}
+    rendered = fix_table(ordered, by_name)
+    (BUILD / "matrix.md").write_text(rendered + "\n")
+    print("\n" + rendered)
+    for o in outcomes:
+        if o.ok is False:
+            log = LOGS / f"{o.name.replace(':', '-')}.log"
+            tail = log.read_text().splitlines()[-15:] if log.is_file() else []
+            print(f"\n-- {o.name} failed; last lines of {log.relative_to(ROOT)}:")
+            print("\n".join(tail))
+    tests = [counts(o.summary) for o in outcomes if o.kind == "test"]
+    passed, failed = sum(p for p, _ in tests), sum(f for _, f in tests)
     print(f"matrix: {passed} passed, {failed} failed")
-    return 0 if ok else 1
+    return 0 if all(o.ok for o in outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run Python for one speculators release: tools/release_python.sh RELEASE [cpu|vision] ARGS...
-# The release's folder (.venvs/rel/RELEASE/site-packages) goes first on PYTHONPATH of a shared base venv
-# (.venvs/base-cpu: torch 2.13.0; .venvs/base-vision: torch 2.14.1 + torchvision). Child processes
-# inherit PYTHONPATH, so datasets.map workers, torchrun ranks and prepare_data subprocesses see
-# the same release.
+# The release's folder (rel/RELEASE/site-packages under $VENVS, default the checkout's .venvs)
+# goes first on PYTHONPATH of a shared base venv (base-cpu: torch 2.13.0; base-vision: torch
+# 2.14.1 + torchvision). Child processes inherit PYTHONPATH, so datasets.map workers, torchrun
+# ranks and prepare_data subprocesses see the same release.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venvs="${VENVS:-$root/.venvs}"

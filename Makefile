@@ -67,11 +67,11 @@ lint: tools-venv
 # the wall time of each part, a release x fix table and `matrix: N passed, M failed`.
 test: matrix
 
-matrix: lint
-	$(MATRIX) $(PYTEST_ARGS)
+matrix:
+	$(MATRIX) -- $(PYTEST_ARGS)
 
-test-quick: lint
-	$(MATRIX) --quick $(PYTEST_ARGS)
+test-quick:
+	$(MATRIX) --quick -- $(PYTEST_ARGS)
 
 check-new-release: install
 	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/check_new_release.py

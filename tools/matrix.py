@@ -1,20 +1,22 @@
 """``make test``: build the test environments and run every test pass, concurrently, timed.
 
 Usage: python tools/matrix.py [--quick] [--prebuilt] [--jobs N] [--build-jobs N] [RELEASE ...]
-[PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes for everything (10 for --quick).
+[-- PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes for everything (10 for --quick).
 
 Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it needs is built):
+- ``lint``: ruff check and ruff format --check.
 - builds (tools/build_venv.sh, reused across runs and clones): tools, base-cpu, one folder per
   release, base-vision, the vLLM venv, the real Qwen vocabulary (when tools/build_qwen_vocab.py
   exists); then this package's wheel into each base venv.
 - ``pure``: tests marked ``pure`` (release-independent: normaliser, content format, release
   table), once, on the newest release.
 - ``suite:<release>``: every other test in ``tests/`` (contracts included) on that release, then
-  ``status --json`` for the release x fix table. Not here: ``pure``, ``vision`` and ``vllm``
-  tests, and tests/pipeline.
+  ``status --json`` for the release x fix table. Not here: ``pure`` and ``vllm`` tests,
+  tests/pipeline, and ``vision`` tests (deselected on the CPU base by tests/conftest.py).
 - ``vision:<release>``: tests marked ``vision`` on base-vision, 0.6.0.2 and later (processors).
 - ``vllm``: tests marked ``vllm`` (parity with a real vLLM), on the newest release.
-- ``pipeline``: ``make test-pipeline`` when the Makefile has it.
+- ``pipeline``: tests/pipeline (``make test-pipeline``: prepare_data, a real vLLM's hidden
+  states, a training step), on the newest release with the vLLM venv.
 At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``.
 Exits 1 when any part failed or a fix's state differs from releases.py. ``--prebuilt`` uses the
 environments as they are (no build, no wheel install). Logs: build/parts/<part>.log.
@@ -42,10 +44,12 @@ from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
 
 BUILD = ROOT / "build"
 LOGS = BUILD / "parts"
+LINTED = "speculators_qwen_compat tests tools bench"
 QUICK_RELEASES = ("0.5.0", "0.9.0")  # the seed's release and the newest
 VISION_FROM = "0.6.0.2"  # the first release that loads an AutoProcessor
-#: Tests that run in a pass of their own, not in every release's suite.
-OWN_PASSES = ("pure", "vision", "vllm")
+#: Tests that run in a pass of their own, not in every release's suite. (``vision`` tests
+#: deselect themselves on the CPU base, and tests/conftest.py refuses "vision" in -m there.)
+OWN_PASSES = ("pure", "vllm")
 #: First guesses (seconds) for the schedule before a run on this machine was timed.
 GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400}
 
@@ -85,15 +89,22 @@ def counts(summary: str) -> tuple[int, int]:
     return found.get("passed", 0), found.get("failed", 0) + errors
 
 
+#: CPU seconds (user + system, the part's processes and their children) per part.
+CPU: dict[str, float] = {}
+
+
 def run_logged(name: str, command: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run a command with its output in build/parts/<name>.log; (exit code, output)."""
     LOGS.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(
-        command, capture_output=True, text=True, env=env or dict(os.environ), cwd=ROOT
-    )
-    output = result.stdout + result.stderr
-    (LOGS / f"{name.replace(':', '-')}.log").write_text(output)
-    return result.returncode, output
+    log = LOGS / f"{name.replace(':', '-')}.log"
+    with log.open("w") as sink:  # written as it runs: `tail -f` shows a slow part
+        process = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env or dict(os.environ), cwd=ROOT
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = code = os.waitstatus_to_exitcode(status)
+    CPU[name] = CPU.get(name, 0.0) + usage.ru_utime + usage.ru_stime
+    return code, log.read_text(errors="replace")
 
 
 def pytest_pass(
@@ -153,6 +164,10 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
             jobs.append(Job(name, "build", command_job(name, command), needs, guess))
 
     builder("build:tools", [build, "tools"], guess=20)
+    ruff = f'"{venvs()}/tools/bin/ruff"'
+    lint = f"{ruff} check {LINTED} && {ruff} format --check {LINTED}"
+    lint_job = command_job("lint", ["sh", "-c", lint])
+    jobs.append(Job("lint", "test", lint_job, ("build:tools",), 5, first=True))
     builder("build:base-cpu", [build, "base-cpu"], guess=40)
     wheel = BUILD / "wheel"
     make_wheel = f'rm -rf "{wheel}" && "{venvs()}/tools/bin/python" -m build -q --wheel --outdir '
@@ -200,9 +215,10 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
     if not args.quick:
         needs = (*cpu, f"build:rel-{newest}", "build:vllm")
         jobs.append(Job("vllm", "test", tests("vllm", newest, "cpu", "vllm", tests_dir), needs))
-        if re.search(r"^test-pipeline:", (ROOT / "Makefile").read_text(), re.M):
-            make = ["make", "--no-print-directory", "test-pipeline"]
-            jobs.append(Job("pipeline", "test", command_job("pipeline", make), needs, 300))
+        if (ROOT / "tests" / "pipeline").is_dir():  # make test-pipeline's tests
+            pipeline = [str(ROOT / "tests" / "pipeline")]
+            run = tests("pipeline", newest, "cpu", "not pure", pipeline)
+            jobs.append(Job("pipeline", "test", run, needs, 300))
     return jobs
 
 
@@ -228,12 +244,22 @@ def fix_table(states: dict[str, dict[str, str]], outcomes: dict[str, Outcome]) -
 
 
 def times_table(outcomes: list[Outcome], total: float) -> str:
-    lines = ["part                  result  wall     from-to (s after start)"]
+    """Wall and CPU time of each part, and what an idle machine would take."""
+    lines = ["part                  result    wall     cpu  from-to (s after start)"]
     for o in sorted(outcomes, key=lambda o: (o.started, o.name)):
         result = {True: "ok", False: "FAIL", None: "skip"}[o.ok]
         span = f"{o.started:5.0f}-{o.ended:5.0f}"
-        lines.append(f"{o.name:<21} {result:<6} {_clock(o.seconds):>7}  {span}  {o.summary[:70]}")
-    lines.append(f"{'total':<21} {'':<6} {_clock(total):>7}")
+        cpu = _clock(CPU[o.name]) if o.name in CPU else "-"
+        lines.append(
+            f"{o.name:<21} {result:<6} {_clock(o.seconds):>7} {cpu:>7}  {span}  {o.summary[:60]}"
+        )
+    used = sum(CPU.values())
+    lines.append(f"{'total':<21} {'':<6} {_clock(total):>7} {_clock(used):>7}")
+    cores = os.cpu_count() or 1
+    lines.append(
+        f"CPU time / {cores} cores = {_clock(used / cores)}: the floor for this run's wall time "
+        "on an otherwise idle machine (wall above it means waiting: on builds, or on other load)"
+    )
     return "\n".join(lines)
 
 
@@ -248,7 +274,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="test passes at once")
     parser.add_argument("--build-jobs", type=int, default=1, help="builds at once (beside tests)")
     parser.add_argument("releases", nargs="*", help="default: every release in releases.py")
-    args, pytest_args = parser.parse_known_args(argv)
+    own, pytest_args = (
+        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    )
+    args, unknown = parser.parse_known_args(own)
+    pytest_args = unknown + pytest_args
+    for release in args.releases:
+        if not re.fullmatch(r"\d+(\.\d+)+", release):
+            parser.error(f"not a release: {release!r} (pytest arguments go after --)")
     started = time.monotonic()
     states: dict[str, dict[str, str]] = {}
 

@@ -26,6 +26,7 @@ class Job:
     run: Callable[[], tuple[bool, str]]
     needs: tuple[str, ...] = ()
     guess: float = 60.0  # expected seconds when no earlier run was timed
+    first: bool = False  # ahead of every other ready job of its kind (lint: fail fast)
 
 
 @dataclass
@@ -115,7 +116,7 @@ def run_jobs(
                 and job.name not in running
                 and all(n in done and done[n].ok for n in job.needs)
             ]
-            ready.sort(key=lambda job: -priority[job.name])
+            ready.sort(key=lambda job: (not job.first, -priority[job.name]))
             for job in ready:
                 busy = sum(1 for kind in running.values() if kind == job.kind)
                 if busy < slots.get(job.kind, 1):

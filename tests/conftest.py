@@ -112,3 +112,27 @@ def read_report(output: Path) -> dict[str, Any]:
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def _has_torchvision() -> bool:
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``vision`` tests (the processor path) run only where torchvision is installed (the
+    vision base): deselected elsewhere, and ``-m vision`` there is an error, not a quiet pass."""
+    if _has_torchvision():
+        return
+    if "vision" in (config.option.markexpr or ""):
+        raise pytest.UsageError(
+            "-m vision needs the vision base (torchvision): "
+            "tools/release_python.sh RELEASE vision -P -m pytest -m vision tests/processor"
+        )
+    vision = [item for item in items if item.get_closest_marker("vision")]
+    if vision:
+        config.hook.pytest_deselected(items=vision)
+        items[:] = [item for item in items if not item.get_closest_marker("vision")]

@@ -9,6 +9,14 @@ probe does not catch (only TypeError/ValueError/KeyError/AttributeError), so the
 Shape needed: the probe takes one argument and ``_detect_assistant_pattern`` (the fallback) exists.
 The fix probes with ``[user, assistant]``; any error means "no HF assistant mask", logged once,
 and upstream's regex fallback runs.
+
+A multimodal processor (0.6/0.7 load Qwen3.5/3.6 checkpoints with AutoProcessor) returns the
+mask batched, ``[[0, ..., 1, ...]]``: upstream's probe compares the inner list with 1 and always
+says no, so a template with ``{% generation %}`` tags lost its assistant mask only when the
+checkpoint had a processor. The fix reads the batch; and because upstream's HF-mask branch of
+``_get_input_ids_loss_mask(normalized_conv, processor, max_length, assistant_pattern, ...)``
+(0.6/0.7) keeps that batch dimension (ids ``[[...]]``, mask of shape (1, n): one-row "rows" that
+break the output), the fix also drops it there, so the processor gives the tokenizer's rows.
 """
 
 from __future__ import annotations
@@ -50,7 +58,24 @@ class MaskProbeFix(Fix):
             (processor,) = bind(wrapped, args, kwargs).arguments.values()
             return supports_assistant_mask(module, processor)
 
+        def unbatched(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            result = wrapped(*args, **kwargs)
+            if isinstance(result, tuple) and len(result) == 2:
+                return unbatch(result[0]), unbatch(result[1])
+            return result
+
         patcher.wrap(module, "_supports_assistant_mask", safe_probe)
+        if callable(getattr(module, "_get_input_ids_loss_mask", None)):
+            patcher.wrap(module, "_get_input_ids_loss_mask", unbatched)
+
+
+def unbatch(value: Any) -> Any:
+    """A one-entry batch (``[[...]]`` or a tensor of shape (1, n)) -> its entry; else as is."""
+    if hasattr(value, "dim"):
+        return value[0] if value.dim() == 2 and value.shape[0] == 1 else value
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+        return value[0]
+    return value
 
 
 def supports_assistant_mask(module: ModuleType, processor: Any) -> bool:

@@ -10,7 +10,8 @@ Shape needed: the probe takes one argument and ``_detect_assistant_pattern`` (th
 The fix probes with ``[user, assistant]``; any error means "no HF assistant mask", logged once,
 and upstream's regex fallback runs.
 
-A multimodal processor (0.6/0.7 load Qwen3.5/3.6 checkpoints with AutoProcessor) returns the
+A multimodal processor (0.6/0.7 load Qwen3.5/3.6 checkpoints with AutoProcessor; docs/upstream.md
+"Mask probe", "Processors") returns the
 mask batched, ``[[0, ..., 1, ...]]``: upstream's probe compares the inner list with 1 and always
 says no, so a template with ``{% generation %}`` tags lost its assistant mask only when the
 checkpoint had a processor. The fix reads the batch; and because upstream's HF-mask branch of

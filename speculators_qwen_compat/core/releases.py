@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-APPLIED, NOT_NEEDED = "applied", "not-needed"
+APPLIED, NOT_NEEDED, NOT_APPLICABLE = "applied", "not-needed", "not-applicable"
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,18 @@ class Release:
     fixes: dict[str, str]  # fix name -> the state status must report
 
 
-_SCRIPT_ERA = {"local_render": NOT_NEEDED, "overwrite_guard": NOT_NEEDED}
-_RENDER_ERA = {"mask_probe": NOT_NEEDED, "local_render": APPLIED, "overwrite_guard": APPLIED}
+# sample_drops: <= 0.7 have no speculators.train.recovery (samples are not dropped that way).
+_SCRIPT_ERA = {
+    "local_render": NOT_NEEDED,
+    "overwrite_guard": NOT_NEEDED,
+    "sample_drops": NOT_APPLICABLE,
+}
+_RENDER_ERA = {
+    "mask_probe": NOT_NEEDED,
+    "local_render": APPLIED,
+    "overwrite_guard": APPLIED,
+    "sample_drops": APPLIED,
+}
 _EVERYWHERE = {
     "row_guard": APPLIED,
     "conversations": APPLIED,

@@ -1,11 +1,13 @@
-"""``python -m speculators_qwen_compat doctor --model M [--data FILE] [--rows N]``.
+"""``python -m speculators_qwen_compat doctor --model M [--data FILE] [--rows N] [--endpoint URL]``.
 
 Tells, before a long prepare_data run, what the target's chat template demands (probe renders,
 template_profile.py), how the installed speculators release will build loss masks for it
 (mask_strategy.py), the training view of the verifier (training_view.py) and, for a data file,
 what the first N rows would give: skip counts by the reasons the run would report, the
 data-quality warnings (placeholder or boilerplate replies, prompt-only rows, duplicates:
-data/quality.py) and one conversation with its trainable text marked (dry_run.py).
+data/quality.py) and one conversation with its trainable text marked (dry_run.py);
+with ``--endpoint URL``, whether that hidden-states server serves the model training will name
+and extracts the layers training will ask for (endpoint.py).
 Writes nothing. A fatal problem prints ``speculators_qwen_compat: error: ...`` and exits 1.
 It reads the template through the model's tokenizer (AutoTokenizer, no remote code).
 """
@@ -25,6 +27,7 @@ from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.columns import ColumnOptions
 from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
+from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
 from speculators_qwen_compat.doctor.mask_strategy import detect_strategy
 from speculators_qwen_compat.doctor.template_profile import (
     TemplateProfile,
@@ -58,6 +61,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-column", default=None, help="as for prepare_data")
     parser.add_argument("--response-column", default=None, help="as for prepare_data")
     parser.add_argument("--system-column", default=None, help="as for prepare_data")
+    parser.add_argument(
+        "--endpoint",
+        default=None,
+        help="a vLLM serving hidden states (http://HOST:PORT/v1): check its model name and "
+        "extracted layers against --model and --target-layer-ids",
+    )
+    parser.add_argument(
+        "--target-layer-ids",
+        type=int,
+        nargs="+",
+        default=None,
+        help="as training will pass them (default: upstream's [2, n/2, n-3])",
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of a fatal error")
 
 
@@ -101,6 +117,13 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     if files:
         result = dry_run(files, strategy, args.rows, args.seq_length, args.conversations_key)
         print_dry_run(result, args.rows, tokenizer, out)
+    if args.endpoint:
+        probe = tokenizer.encode("Hello, how are you today?", add_special_tokens=False)[:8]
+        check = check_endpoint(args.endpoint, args.model, args.target_layer_ids, probe or [0])
+        print_check(check, args.endpoint, out)
+        problem = verdict(check)
+        if problem:
+            raise CompatError(problem)
 
 
 def load_tokenizer(model: str) -> Any:

@@ -8,6 +8,7 @@ from speculators_qwen_compat.fixes.data.overwrite_guard import OverwriteGuardFix
 from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
 from speculators_qwen_compat.fixes.data.run_report import RunReportFix
 from speculators_qwen_compat.fixes.training.mask_token import MaskTokenFix
+from speculators_qwen_compat.fixes.training.sample_drops import SampleDropsFix
 from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
 
 ALL_FIXES = (
@@ -19,6 +20,7 @@ ALL_FIXES = (
     OverwriteGuardFix,
     VerifierNormFix,
     MaskTokenFix,
+    SampleDropsFix,
 )
 
 __all__ = ["ALL_FIXES"]

@@ -1,0 +1,187 @@
+"""Fix: a training run never ends having trained on nothing, and says what it dropped.
+
+Upstream (0.8.1, 0.9.0): a sample whose hidden states cannot be had becomes a
+``SampleUnavailable`` (``train/data.py`` ``ArrowDataset._get_raw_data``), the collator drops it,
+and a batch left with no sample is replaced by an empty placeholder that trains with loss 0
+(``CollateFn.__call__``, ``create_empty_sample``). Online (``--on-missing generate``) against a
+server whose model name differs from ``--verifier-name-or-path``, every sample fails the name
+check (``ArrowDataset._setup_client``: "An explicit model name was passed ...") and is dropped;
+fewer samples than ``--max-consecutive-generation-failures`` never trip the circuit breaker, so
+the run exits 0 having trained on nothing. Cached files with other token ids, and
+``--on-missing skip/warn``, drop samples the same quiet way.
+
+Targets, all in the main training process:
+- ``speculators.train.recovery.BatchRecoveryCoordinator.consume(batch, *, synchronize)``: reads
+  each collated batch before upstream pops its recovery metadata: ``error_records`` (samples
+  the collator dropped) and ``document_ids`` (one id per sample kept);
+- ``speculators.train.data.ArrowDataset._get_raw_data``: the reason of each drop, where the
+  dataset runs in this process (``--num-workers 0``); with worker processes the counts still
+  arrive with the batches and the cause is found by asking the server for its model name;
+- ``speculators.train.trainer.Trainer.run_training``: at the end, one line
+  ``speculators_qwen_compat: trained on K samples; dropped N of M: ...`` on stderr when anything
+  was dropped, and when no training sample survived a CompatError naming the cause and the fix
+  (the entry point prints it as ``speculators_qwen_compat: error: ...`` and exits 1).
+
+Shape needed: those three names, ``consume`` taking the batch first. 0.5.0-0.7.0.2 have no
+``speculators.train.recovery`` (not applicable). Implemented as a fix rather than in cli/train.py
+so that it reaches every entry into upstream's trainer (``speculators train``, torchrun ranks).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import urllib.request
+from collections import Counter
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+
+TRAINER = "speculators.train.trainer"
+RECOVERY = "speculators.train.recovery"
+DATA = "speculators.train.data"
+NAME_MISMATCH = re.compile(
+    r"An explicit model name was passed \((?P<asked>.*?)\) which doesn't match\s*"
+    r"found model_id (?P<served>\S+?)\.?(?:Please|$)"
+)
+
+
+class _Run:
+    """What the current run kept and dropped, per phase (training, validation)."""
+
+    def __init__(self) -> None:
+        self.kept: Counter[str] = Counter()
+        self.dropped: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
+        self.endpoint: str | None = None
+        self.verifier: str | None = None
+
+
+_run = _Run()
+
+
+class SampleDropsFix(Fix):
+    name = "sample_drops"
+    summary = "count the samples training drops; no surviving sample is a fatal error"
+    modules = (TRAINER, RECOVERY, DATA)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        recovery = sys.modules.get(RECOVERY) if module_name != RECOVERY else module
+        coordinator = getattr(recovery, "BatchRecoveryCoordinator", None)
+        if coordinator is None or not callable(getattr(coordinator, "consume", None)):
+            return not_applicable("no speculators.train.recovery.BatchRecoveryCoordinator.consume")
+        trainer = getattr(module, "Trainer", None)
+        if module_name == TRAINER and not callable(getattr(trainer, "run_training", None)):
+            return not_applicable(f"{module_name} has no Trainer.run_training")
+        dataset = getattr(module, "ArrowDataset", None)
+        if module_name == DATA and not callable(getattr(dataset, "_get_raw_data", None)):
+            return not_applicable(f"{module_name} has no ArrowDataset._get_raw_data")
+        return applies("dropped samples are counted; a run that trained on none fails")
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        if module_name == TRAINER:
+            patcher.wrap(module.Trainer, "run_training", _run_training)
+        elif module_name == RECOVERY:
+            patcher.wrap(module.BatchRecoveryCoordinator, "consume", _consume)
+        else:
+            patcher.wrap(module.ArrowDataset, "_get_raw_data", _get_raw_data)
+
+
+def _consume(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    batch = args[0] if args else kwargs.get("batch")
+    if isinstance(batch, dict):
+        phase = str(getattr(instance, "phase", "training"))
+        dropped = batch.get("error_records", 0)
+        _run.dropped[phase] += int(dropped) if isinstance(dropped, int) else 0
+        documents = batch.get("document_ids")
+        if documents is not None and hasattr(documents, "unique"):
+            _run.kept[phase] += int(documents[documents >= 0].unique().numel())
+    return wrapped(*args, **kwargs)
+
+
+def _get_raw_data(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    _run.endpoint = getattr(instance, "vllm_endpoint", _run.endpoint)
+    _run.verifier = getattr(instance, "model", None) or _run.verifier
+    result = wrapped(*args, **kwargs)
+    if type(result).__name__ == "SampleUnavailable":
+        _run.reasons[_reason(getattr(result, "reason", "") or "")] += 1
+    return result
+
+
+def _reason(text: str) -> str:
+    """A drop's reason without its sample numbers: the error after upstream's prefix."""
+    text = " ".join(text.split())
+    if "): " in text:  # "Hidden-state round trip failed for ... (attempt 3/3, ...): Error: ..."
+        text = text.split("): ", 1)[1]
+    text = re.sub(r"\b(sample|index) \d+", r"\1 N", text)
+    return text[:300] or "hidden states unavailable (--on-missing skip)"
+
+
+def _run_training(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    global _run
+    _run = _Run()
+    dataset = getattr(getattr(instance, "train_loader", None), "dataset", None)
+    _run.endpoint = getattr(dataset, "vllm_endpoint", None)
+    _run.verifier = getattr(dataset, "model", None)
+    on_missing = getattr(dataset, "on_missing", None)
+    result = wrapped(*args, **kwargs)
+    kept, dropped = _run.kept["training"], _run.dropped["training"]
+    if dropped == 0 and _run.dropped["validation"] == 0:
+        return result
+    if kept == 0 and dropped > 0:
+        raise CompatError(_nothing_trained(dropped, on_missing))
+    print(f"speculators_qwen_compat: {summary()}", file=sys.stderr, flush=True)
+    return result
+
+
+def summary() -> str:
+    """``trained on K samples; dropped N of M: J x "reason", ...`` for the last run."""
+    kept, dropped = _run.kept["training"], _run.dropped["training"]
+    text = f"trained on {kept} samples; dropped {dropped} of {kept + dropped}"
+    if _run.reasons:
+        text += ": " + ", ".join(f'{n} x "{r}"' for r, n in _run.reasons.most_common(3))
+    val_dropped = _run.dropped["validation"]
+    if val_dropped:
+        text += f" (validation dropped {val_dropped} of {val_dropped + _run.kept['validation']})"
+    return text
+
+
+def _nothing_trained(dropped: int, on_missing: str | None) -> str:
+    head = f"training dropped every one of its {dropped} samples and trained on nothing"
+    mismatch = _name_mismatch()
+    if mismatch is not None:
+        asked, served = mismatch
+        return (
+            f'{head}: the server at {_run.endpoint} serves "{served}" but '
+            f'--verifier-name-or-path is "{asked}" (upstream drops each sample whose server '
+            f'name differs); restart vLLM with --served-model-name "{asked}", or check '
+            "--vllm-endpoint"
+        )
+    if _run.reasons:
+        reason, count = _run.reasons.most_common(1)[0]
+        return f'{head}: {count} x "{reason}"; fix that cause and rerun'
+    if on_missing in ("skip", "warn"):
+        return (
+            f"{head}: no hidden states were found under --data-path (--on-missing {on_missing}); "
+            "generate them first (speculators generate-offline-data) or use --on-missing generate"
+        )
+    return f"{head}; rerun with --num-workers 0 to see each sample's reason"
+
+
+def _name_mismatch() -> tuple[str, str] | None:
+    """(name asked for, name served) from the drop reasons, else from the server itself."""
+    for reason in _run.reasons:
+        found = NAME_MISMATCH.search(reason)
+        if found:
+            return found["asked"], found["served"]
+    if not _run.endpoint or not _run.verifier:
+        return None
+    try:
+        with urllib.request.urlopen(_run.endpoint.rstrip("/") + "/models", timeout=10) as reply:
+            served = json.load(reply)["data"][0]["id"]
+    except Exception:
+        return None
+    return (_run.verifier, served) if served != _run.verifier else None

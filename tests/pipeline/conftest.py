@@ -1,0 +1,100 @@
+"""The pipeline tier's shared stages, one target model at a time (``make test-pipeline``).
+
+For each model kind (tests/pipeline/models.py) the session fixture ``stage`` builds the
+checkpoint, runs our prepare_data on the tool-call/reasoning data, starts one real vLLM with
+hidden-state extraction and runs upstream's ``speculators generate-offline-data`` against it.
+Every test of that kind reuses the server (offline generation, online training, doctor); it is
+stopped before the next kind's starts. Runs in the 0.9.0 release venv
+(tools/release_python.sh 0.9.0 ... -m pytest tests/pipeline).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .data import conversations, write_jsonl
+from .models import KINDS, NUM_LAYERS, build_target
+from .vllm_server import HERE, VllmServer
+
+#: What the server extracts: speculators' default EAGLE-3 layers for 8 layers, and the last.
+AUX_LAYERS = [2, NUM_LAYERS // 2, NUM_LAYERS - 3]
+LAYER_IDS = [*AUX_LAYERS, NUM_LAYERS]
+SEQ_LENGTH = 256
+
+
+def env(**extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("SPECULATORS_QWEN_COMPAT")}
+    out.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    out.update(extra)
+    return out
+
+
+def run(*args: str, timeout: float = 600, **extra: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` of this (0.9.0) venv in a subprocess."""
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env(**extra),
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def cpu_training_env() -> dict[str, str]:
+    """PYTHONPATH for a training subprocess: the test-only CPU replacements first."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(HERE / "cpu_training"), path) if p)}
+
+
+@dataclass
+class Stage:
+    kind: str
+    model: Path
+    prepared: Path  # prepare_data's output; hidden_states/ inside after generation
+    online: Path  # the same rows without hidden states (online training)
+    server: VllmServer
+    work: Path
+    generation: subprocess.CompletedProcess
+
+
+_running: list[VllmServer] = []
+
+
+@pytest.fixture(scope="session", params=KINDS)
+def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    for server in _running:  # one server at a time
+        server.stop()
+    _running.clear()
+    kind = request.param
+    work = tmp_path_factory.mktemp(kind)
+    model = build_target(kind, work / "model")
+    data = write_jsonl(work / "conversations.jsonl", conversations(8))
+    prepared = work / "prepared"
+    result = run(
+        "-m", "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
+        "--output", str(prepared), "--seq-length", str(SEQ_LENGTH),
+        "--num-preprocessing-workers", "1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    online = work / "online"
+    shutil.copytree(prepared, online)
+    server = VllmServer(
+        model, LAYER_IDS, work / "vllm-out", work / "vllm-tmp", hybrid=kind == "qwen3_5"
+    )
+    _running.append(server)
+    server.start()
+    try:
+        generation = run(
+            "-m", "speculators", "generate-offline-data", "--endpoint", server.url,
+            "--preprocessed-data", str(prepared), "--concurrency", "2",
+            "--validate-outputs", "--fail-on-error",
+        )  # fmt: skip
+        yield Stage(kind, model, prepared, online, server, work, generation)
+    finally:
+        server.stop()
+        _running.remove(server)

@@ -1,0 +1,79 @@
+"""The pipeline tier's input: OpenAI-format conversations with tool calls (arguments as JSON
+strings, as OpenAI data stores them), tool results and reasoning, written as JSONL."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def conversations(count: int = 8) -> list[dict[str, Any]]:
+    """``count`` conversations; every other one calls a tool, every one carries reasoning."""
+    rows: list[dict[str, Any]] = []
+    cities = ["Paris", "Oslo", "Lima", "Kyoto", "Cairo", "Quito", "Perth", "Riga"]
+    for i in range(count):
+        city = cities[i % len(cities)]
+        if i % 2 == 0:
+            messages = [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": f"What is the weather in {city}? (#{i})"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "reasoning_content": "I should call the weather tool first.",
+                    "tool_calls": [
+                        {
+                            "id": f"call_{i}",
+                            "type": "function",
+                            "function": {
+                                "name": "get_weather",
+                                "arguments": json.dumps({"city": city}),
+                            },
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": f"call_{i}", "content": '{"temp_c": 21}'},
+                {
+                    "role": "assistant",
+                    "content": f"It is 21 degrees in {city}.",
+                    "reasoning_content": "The tool answered; report it plainly.",
+                },
+            ]
+            rows.append({"messages": messages, "tools": [WEATHER_TOOL]})
+        else:
+            messages = [
+                {"role": "user", "content": f"Name a prime above {10 * i}. (#{i})"},
+                {
+                    "role": "assistant",
+                    "content": f"{next_prime(10 * i)} is one.",
+                    "reasoning_content": "Check divisibility by small primes.",
+                },
+            ]
+            rows.append({"messages": messages})
+    return rows
+
+
+def next_prime(n: int) -> int:
+    k = n + 1
+    while any(k % d == 0 for d in range(2, int(k**0.5) + 1)):
+        k += 1
+    return k
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path

@@ -1,0 +1,225 @@
+"""prepare_data -> a real vLLM's hidden states -> one training step, for a tiny Qwen3 (control)
+and a tiny Qwen3.5 hybrid (Gated DeltaNet + attention), on CPU.
+
+Oracles are not ours: transformers' own forward pass of the same checkpoint (the hidden states
+vLLM extracted, and the verifier's final hidden state the drafter's ``verifier_norm`` must
+reproduce), upstream's ``--validate-outputs``, and the trainer's own checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from .conftest import AUX_LAYERS, LAYER_IDS, NUM_LAYERS, SEQ_LENGTH, Stage, cpu_training_env, run
+from .vllm_server import HERE
+
+DRAFTERS = ("eagle3", "dflash")
+MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream would add <|MASK|>
+
+
+@cache
+def transformers_states(model: Path, ids: tuple[int, ...]) -> dict[str, object]:
+    """transformers' own forward of ``model`` in float32: every layer's output, the pre-norm
+    last layer (the input of the final norm) and the final hidden state (after it)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    verifier = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32).eval()
+    captured: dict[str, torch.Tensor] = {}
+    verifier.model.norm.register_forward_pre_hook(
+        lambda module, args: captured.__setitem__("pre_norm", args[0][0])
+    )
+    with torch.no_grad():
+        out = verifier(torch.tensor([ids]), output_hidden_states=True)
+    layers = [h[0] for h in out.hidden_states[:NUM_LAYERS]] + [captured["pre_norm"]]
+    return {"layers": layers, "final": out.hidden_states[-1][0]}
+
+
+def hidden_state_files(stage: Stage) -> list[Path]:
+    return sorted((stage.prepared / "hidden_states").glob("hs_*.safetensors"))
+
+
+def train(stage: Stage, drafter: str, online: bool, name: str | None = None, **flags: str):
+    save = stage.work / f"ckpt-{drafter}-{'online' if online else 'offline'}"
+    args = [
+        "-m", "speculators_qwen_compat.train",
+        "--verifier-name-or-path", name or str(stage.model),
+        "--data-path", str(stage.online if online else stage.prepared),
+        "--save-path", str(save), "--speculator-type", drafter,
+        "--num-layers", "1", "--epochs", "1", "--max-steps", "1",
+        "--total-seq-len", str(SEQ_LENGTH), "--num-workers", "0",
+        "--target-layer-ids", *map(str, AUX_LAYERS), "--mask-token-id", str(MASK_TOKEN_ID),
+        "--loss-implementation", "eager", "--draft-attn-impl", "sdpa",
+        "--logger", "", "--log-dir", str(stage.work / "logs"),
+    ]  # fmt: skip
+    if online:
+        args += ["--on-missing", "generate", "--vllm-endpoint", stage.server.url]
+        args += ["--generation-validation-retries", "0", "--max-retries", "0"]
+    for flag, value in flags.items():
+        args += [f"--{flag.replace('_', '-')}", value]
+    return run(*args, **cpu_training_env()), save
+
+
+def test_prepare_data_keeps_tool_calls_and_reasoning(stage: Stage) -> None:
+    report = json.loads((stage.prepared / "compat_report.json").read_text())
+    assert report["conversations_in"] == 8 and not report["skipped"], report
+    from datasets import load_from_disk
+    from transformers import AutoTokenizer
+
+    rows = load_from_disk(str(stage.prepared))
+    assert len(rows) == report["rows_out"] == 12  # one row per assistant turn (0.9)
+    tokenizer = AutoTokenizer.from_pretrained(str(stage.model))
+    text = "".join(tokenizer.decode(r["input_ids"]) for r in rows)
+    assert "<tool_call>" in text and "get_weather" in text and "<tool_response>" in text
+    assert "Check divisibility by small primes." in text
+    assert all(0 < sum(r["loss_mask"]) < len(r["input_ids"]) for r in rows)
+
+
+def test_generate_offline_data_validates(stage: Stage) -> None:
+    assert stage.generation.returncode == 0, stage.generation.stderr[-3000:]
+    assert len(hidden_state_files(stage)) == 12
+
+
+def test_hidden_states_are_the_layers_asked_for(stage: Stage) -> None:
+    """Each extracted slot is closest to exactly the transformers layer it was asked for (the
+    last one: the pre-norm output of the last decoder layer), and close in absolute terms."""
+    import torch
+    from safetensors.torch import load_file
+
+    for path in hidden_state_files(stage)[:3]:
+        saved = load_file(str(path))
+        ids = tuple(saved["token_ids"].tolist())
+        states = saved["hidden_states"].float()  # [tokens, layers, hidden]
+        assert states.shape[1:] == (len(LAYER_IDS), 128)
+        reference = transformers_states(stage.model, ids)["layers"]
+        for slot, layer in enumerate(LAYER_IDS):
+            got = states[:, slot]
+            errors = [float((got - ref).abs().max()) for ref in reference]
+            assert min(range(len(errors)), key=errors.__getitem__) == layer, (layer, errors)
+            scale = float(reference[layer].abs().max())
+            assert errors[layer] <= 0.02 * scale, (layer, errors[layer], scale)
+            cosine = torch.nn.functional.cosine_similarity(got, reference[layer], dim=-1)
+            assert float(cosine.min()) > 0.999, (layer, float(cosine.min()))
+
+
+@pytest.mark.parametrize("drafter", DRAFTERS)
+def test_offline_training_step(stage: Stage, drafter: str) -> None:
+    result, save = train(stage, drafter, online=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (save / "0" / "model.safetensors").is_file()
+    assert "dropped" not in result.stderr
+
+
+def test_verifier_norm_gives_the_final_hidden_state(stage: Stage) -> None:
+    """Each offline drafter's verifier_norm (loaded from its checkpoint, fixes on) applied to
+    the extracted last layer gives transformers' final hidden state (after the verifier's own
+    final norm). One subprocess for both drafters."""
+    import torch
+    from safetensors.torch import load_file
+
+    states = hidden_state_files(stage)[0]
+    pairs = [
+        (stage.work / f"ckpt-{d}-offline" / "0", stage.work / f"normed-{d}.safetensors")
+        for d in DRAFTERS
+    ]
+    check = run(
+        "-m", "speculators_qwen_compat.run", str(HERE / "verifier_norm_check.py"), str(states),
+        *(str(path) for pair in pairs for path in pair),
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr[-3000:]
+    ids = tuple(load_file(str(states))["token_ids"].tolist())
+    final = transformers_states(stage.model, ids)["final"]
+    for drafter, (_, out) in zip(DRAFTERS, pairs, strict=True):
+        normed = load_file(str(out))["normed"]
+        error = float((normed - final).abs().max())
+        assert error <= 0.02 * float(final.abs().max()), (drafter, check.stdout, error)
+        cosine = torch.nn.functional.cosine_similarity(normed, final, dim=-1)
+        assert float(cosine.min()) > 0.999, (drafter, check.stdout)
+
+
+@pytest.mark.parametrize("drafter", DRAFTERS)
+def test_online_training_step(stage: Stage, drafter: str) -> None:
+    result, save = train(stage, drafter, online=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (save / "0" / "model.safetensors").is_file()
+    assert "dropped" not in result.stderr, result.stderr[-2000:]
+
+
+# What follows tests our own fixes against the live server; the hybrid target is enough.
+ONE_KIND = pytest.mark.parametrize("stage", ["qwen3_5"], indirect=True)
+
+
+@ONE_KIND
+def test_served_name_mismatch_fails_with_one_line(stage: Stage) -> None:
+    """Upstream drops every sample and exits 0 with loss 0; we end with the cause and fix."""
+    alias = stage.work / "same-weights-other-name"
+    if not alias.exists():
+        alias.symlink_to(stage.model)
+    result, _ = train(stage, "eagle3", online=True, name=str(alias))
+    assert result.returncode == 1, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("speculators_qwen_compat: error: training dropped every one"), last
+    assert f'serves "{stage.model}"' in last and "--served-model-name" in last, last
+
+
+def test_doctor_checks_the_endpoint(stage: Stage) -> None:
+    ok = run(
+        "-m", "speculators_qwen_compat", "doctor", "--model", str(stage.model),
+        "--endpoint", stage.server.url, "--target-layer-ids", *map(str, AUX_LAYERS),
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "served model: matches" in ok.stdout, ok.stdout
+    assert f"layers: match: the server extracts {len(LAYER_IDS)} layers" in ok.stdout, ok.stdout
+
+
+@ONE_KIND
+def test_doctor_finds_a_mismatched_server(stage: Stage) -> None:
+    alias = stage.work / "doctor-alias"
+    if not alias.exists():
+        alias.symlink_to(stage.model)
+    bad = run(
+        "-m", "speculators_qwen_compat", "doctor", "--model", str(alias),
+        "--endpoint", stage.server.url, "--target-layer-ids", "1", "2", "3", "4",
+    )  # fmt: skip
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "served model: MISMATCH" in bad.stdout, bad.stdout
+    assert "layers: MISMATCH: the server extracts 4 layers" in bad.stdout, bad.stdout
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("speculators_qwen_compat: error: the hidden-states server"), last
+
+
+@ONE_KIND
+def test_partial_drops_are_counted(stage: Stage) -> None:
+    """Half the hidden-state files missing with --on-missing skip: training goes on and says
+    how many it dropped (upstream only logs per-batch warnings)."""
+    import shutil
+
+    partial = stage.work / "partial"
+    if not partial.exists():
+        shutil.copytree(stage.prepared, partial)
+        for path in sorted((partial / "hidden_states").glob("hs_*.safetensors"))[::2]:
+            path.unlink()
+    save = stage.work / "ckpt-partial"
+    result = run(
+        "-m", "speculators_qwen_compat.train", "--verifier-name-or-path", str(stage.model),
+        "--data-path", str(partial), "--save-path", str(save), "--speculator-type", "eagle3",
+        "--num-layers", "1", "--epochs", "1", "--total-seq-len", str(SEQ_LENGTH),
+        "--num-workers", "0", "--target-layer-ids", *map(str, AUX_LAYERS),
+        "--mask-token-id", str(MASK_TOKEN_ID), "--loss-implementation", "eager",
+        "--draft-attn-impl", "sdpa", "--logger", "", "--log-dir", str(stage.work / "logs"),
+        "--on-missing", "skip",
+        **cpu_training_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(
+        (x for x in result.stderr.splitlines() if x.startswith("speculators_qwen_compat: trained")),
+        "",
+    )
+    kept, dropped, total = (int(n) for n in re.findall(r"\d+", line)[:3])
+    assert kept > 0 and dropped > 0 and total == kept + dropped, line
+    assert "hidden states unavailable" in line, line

@@ -9,6 +9,9 @@ and the wheel on PyPI holds the same package files. This downloads the wheel onc
     python tools/release_source.py 0.9.0 build/src-0.9.0 --git    # ... committed in a scratch repo
     python tools/release_source.py 0.9.0 build/src-0.9.0 --apply  # ... with patches/0.9.0 applied
 
+``--installed`` copies the package of the speculators importable here instead (a release venv
+holds the wheel's files unchanged), so nothing is downloaded; the tests use that.
+
 ``--git`` makes the destination its own git repository (pristine tree committed), which is how a
 patch is edited: apply the earlier ones, change the file, ``git diff > patches/...``.
 """
@@ -51,18 +54,43 @@ def wheel_path(release: str, cache: Path = CACHE) -> Path:
     return wheel
 
 
-def lay_out(release: str, destination: Path, *, git: bool = False, cache: Path = CACHE) -> Path:
+def lay_out(
+    release: str,
+    destination: Path,
+    *,
+    git: bool = False,
+    cache: Path = CACHE,
+    installed: Path | None = None,
+) -> Path:
     """Unpack the release's package to ``destination/src/speculators``; returns ``destination``.
 
-    The destination must not exist yet or be empty. With ``git``, it becomes a repository with
-    the pristine tree committed (``git apply`` then resolves paths from its root, never from an
-    enclosing repository's).
+    The destination must not exist yet or be empty. With ``installed`` (the folder of an
+    installed ``speculators`` package of this release) its files are copied, byte for byte the
+    wheel's, and nothing is downloaded. With ``git``, it becomes a repository with the pristine
+    tree committed (``git apply`` then resolves paths from its root, never from an enclosing
+    repository's).
     """
     destination.mkdir(parents=True, exist_ok=True)
     if any(destination.iterdir()):
         raise FileExistsError(f"{destination} is not empty")
+    if installed is not None:
+        shutil.copytree(
+            installed,
+            destination / "src" / PACKAGE,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+    else:
+        _unpack_wheel(wheel_path(release, cache), destination)
+    if git:
+        _git(destination, "init", "--quiet")
+        _git(destination, "add", "--all")
+        _git(destination, "commit", "--quiet", "--message", f"{PACKAGE} {release} (PyPI wheel)")
+    return destination
+
+
+def _unpack_wheel(wheel_file: Path, destination: Path) -> None:
     prefix = f"{PACKAGE}/"
-    with zipfile.ZipFile(wheel_path(release, cache)) as wheel:
+    with zipfile.ZipFile(wheel_file) as wheel:
         for member in wheel.infolist():
             if member.is_dir() or not member.filename.startswith(prefix):
                 continue
@@ -70,11 +98,6 @@ def lay_out(release: str, destination: Path, *, git: bool = False, cache: Path =
             target.parent.mkdir(parents=True, exist_ok=True)
             with wheel.open(member) as src, target.open("wb") as dst:
                 shutil.copyfileobj(src, dst)
-    if git:
-        _git(destination, "init", "--quiet")
-        _git(destination, "add", "--all")
-        _git(destination, "commit", "--quiet", "--message", f"{PACKAGE} {release} (PyPI wheel)")
-    return destination
 
 
 def release_patches(release: str, patches: Path = PATCHES) -> list[Path]:
@@ -100,8 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("destination", type=Path, help="new (or empty) folder")
     parser.add_argument("--git", action="store_true", help="commit the pristine tree in a repo")
     parser.add_argument("--apply", action="store_true", help="apply patches/<release>/ in order")
+    parser.add_argument(
+        "--installed", action="store_true", help="copy the importable speculators, no download"
+    )
     args = parser.parse_args(argv)
-    lay_out(args.release, args.destination, git=args.git or args.apply)
+    installed = None
+    if args.installed:
+        import importlib.util
+
+        spec = importlib.util.find_spec(PACKAGE)
+        if spec is None or not spec.submodule_search_locations:
+            parser.error("speculators is not importable here")
+        installed = Path(next(iter(spec.submodule_search_locations)))
+    lay_out(args.release, args.destination, git=args.git or args.apply, installed=installed)
     if args.apply:
         patch_files = release_patches(args.release)
         if not patch_files:

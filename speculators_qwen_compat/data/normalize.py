@@ -252,7 +252,8 @@ def _normalize_turn(turn: Any, state: _State) -> list[tuple[dict[str, Any], bool
     if reasoning is not None and role == "assistant":
         out["reasoning_content"] = reasoning
         out["thinking"] = reasoning
-        if isinstance(out["content"], str) and _THINK.match(out["content"]):
+        text = out["content"]
+        if isinstance(text, str) and "</think>" in text and _THINK.match(text):
             out["content"] = _THINK.sub("", out["content"], count=1)  # never rendered twice
     return [*before, (out, context)]
 

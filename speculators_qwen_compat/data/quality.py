@@ -58,7 +58,7 @@ def file_of(source: str) -> str:
 
 
 def boilerplate(text: str) -> bool:
-    return _PUNCT.sub(" ", text.casefold()).strip() in BOILERPLATE
+    return len(text) <= 24 and _PUNCT.sub(" ", text.casefold()).strip() in BOILERPLATE
 
 
 @dataclass
@@ -85,11 +85,15 @@ class QualityStats:
         conversation: list[dict[str, Any]],
         tools: Any = None,
         context: list[int] | None = None,
+        raw: str | None = None,
     ) -> None:
+        """Count one kept row; ``raw``: its JSON text as read (hashed for the duplicate check,
+        cheaper than serialising the conversation again)."""
         stats = self.files.setdefault(file_of(source), FileStats())
         stats.columns[column] += 1
-        payload = json.dumps([conversation, tools], sort_keys=True, ensure_ascii=False)
-        stats.hashes.append(hashlib.blake2b(payload.encode(), digest_size=8).hexdigest())
+        if raw is None:
+            raw = json.dumps([conversation, tools], sort_keys=True, ensure_ascii=False)
+        stats.hashes.append(hashlib.blake2b(raw.strip().encode(), digest_size=8).hexdigest())
         answered = False
         for index, turn in enumerate(conversation):
             if turn.get("role") != "assistant":

@@ -163,6 +163,7 @@ def read_batch(examples: dict[str, list[Any]]) -> dict[str, list[Any]]:
             normalized.conversation,
             normalized.tools,
             normalized.context,
+            lines[i] if lines is not None else None,
         )
         out["conversations"].append(normalized.conversation)
         out["tools"].append(normalized.tools)

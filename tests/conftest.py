@@ -136,3 +136,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if vision:
         config.hook.pytest_deselected(items=vision)
         items[:] = [item for item in items if not item.get_closest_marker("vision")]
+
+
+@pytest.fixture(scope="session")
+def vllm_render(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``vllm_render(style) -> (model_dir, server)``: a real vLLM 0.32 render server per template
+    style (tests/vllm_server.py) on a weight-less folder with the real Qwen3.6 vocabulary, started
+    on first use and stopped at the end of the session, so the suite starts at most one each."""
+    import vllm_server
+    from qwen_vocab import vocab_dir
+
+    servers: dict[str, tuple[Path, Any]] = {}
+
+    def get(style: str) -> tuple[Path, Any]:
+        if style not in servers:
+            folder = tmp_path_factory.mktemp(f"vllm-{style}")
+            model = vllm_server.model_folder(folder, demo.chat_template(style), vocab_dir())
+            servers[style] = (model, vllm_server.start(model))
+        return servers[style]
+
+    yield get
+    for _, server in servers.values():
+        server.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from speculators_qwen_compat.data.normalize import (
@@ -70,11 +72,22 @@ def test_reasoning_reaches_both_keys() -> None:
     assert turn["reasoning_content"] == turn["thinking"] == "t"
 
 
-def test_tool_call_arguments_become_mappings() -> None:
-    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": [1]}'}}
-    (turn,) = normalize_conversation([{"role": "assistant", "content": "", "tool_calls": [call]}])
+def test_tool_calls_pass_through_unchanged() -> None:
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": [1]}'}},
+        {"function": {"name": "g", "arguments": {"y": 2}}},
+        {"function": {"name": "h"}},
+    ]
+    given = json.loads(json.dumps(calls))
+    (turn,) = normalize_conversation([{"role": "assistant", "content": "", "tool_calls": calls}])
+    assert turn["tool_calls"] == given and calls == given
+
+
+def test_function_call_turn_becomes_one_openai_call() -> None:
+    turns = [{"from": "function_call", "value": '{"name": "f", "arguments": "{\\"a\\": 1}"}'}]
+    (turn,) = normalize_conversation(turns)
     assert turn["tool_calls"] == [
-        {"type": "function", "function": {"name": "f", "arguments": {"x": [1]}}, "id": "c1"}
+        {"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
     ]
 
 

@@ -9,6 +9,12 @@ catch upstream's ``ValueError`` or ``FileNotFoundError`` still catch ours (issue
 ...")``.
 """
 
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+
 
 class CompatError(Exception):
     """Fatal for the run. The entry points print it as one line:
@@ -50,7 +56,21 @@ def is_data_problem(exc: BaseException) -> bool:
     return last is not None and last.tb_frame.f_code.co_filename == "<template>"
 
 
+#: speculators 0.8+'s render client on a 4xx: ``Render endpoint returned 400: {"error": ...}``.
+_RENDER_ERROR = re.compile(r"Render endpoint returned \d{3}: (\{.*\})\s*$", re.DOTALL)
+
+
 def reason_of(exc: BaseException, limit: int = 200) -> str:
-    """A short one-line reason for the skip report: the exception's own message."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """A short one-line reason for the skip report: the exception's own message.
+
+    A vLLM render server's 4xx answer is reduced to its error message (for a template error,
+    the template's own words), so a conversation skipped through ``--render-endpoint URL`` is
+    counted under the same reason as when rendering locally.
+    """
+    text = str(exc)
+    match = _RENDER_ERROR.match(text)
+    if match:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            text = str(json.loads(match.group(1))["error"]["message"])
+    text = " ".join(text.split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,11 +1,14 @@
-"""Which content shape a chat template expects, decided the way vLLM decides it.
+"""Which content shape a chat template gets, decided the way vLLM 0.32 decides it.
 
-vLLM's chat endpoints (``/render`` included) look at the template's syntax tree: a template that
-loops over a message's ``content`` itself gets OpenAI-style parts lists ("openai"); any other gets
-plain strings ("string"), and a text-parts list is joined with newlines before rendering. Qwen
-templates read content through a macro argument, which that check does not follow, so they get
-strings. transformers passes lists through unchanged, so local rendering must do the join itself
-to stay token-identical to the server.
+vLLM's chat endpoints (``/render`` included) parse the template and look for a loop over a
+message's content: ``{% for p in message.content %}`` where ``message`` is the target of a loop
+over ``messages`` (or over a name assigned from it), a loop inside a macro over a parameter that
+some call of the macro fills with ``message.content`` (the Qwen3.5/3.6 templates'
+``render_content(message.content, ...)``), or a loop over a plain name ``content`` outside any
+macro. Such a template is "openai": every message's content reaches it as a list of parts (a
+string becomes one text part). Any other template is "string": text parts are joined with
+newlines. transformers passes content through as given, so local rendering shapes it the same
+way to stay token-identical to the server (render.py; README, "vLLM parity").
 """
 
 from __future__ import annotations
@@ -21,30 +24,76 @@ def content_format(template: str | None) -> str:
     if not template:
         return STRING
     try:
-        import jinja2.nodes as nodes
         from transformers.utils.chat_template_utils import _compile_jinja_template
 
         tree = _compile_jinja_template(template).environment.parse(template)
-    except Exception:  # an unparsable template renders nothing either; keep lists as given
-        return OPENAI
-    message_names = {"message"} | {
-        loop.target.name
-        for loop in tree.find_all(nodes.For)
-        if isinstance(loop.target, nodes.Name) and _reads(loop.iter, {"messages"}, None)
-    }
-    content_names = {
-        assign.target.name
-        for assign in tree.find_all(nodes.Assign)
-        if isinstance(assign.target, nodes.Name) and _reads(assign.node, message_names, "content")
-    }
+    except Exception:  # vLLM falls back to "string" for a template it cannot parse
+        return STRING
+    try:
+        return OPENAI if _loops_over_content(tree) else STRING
+    except Exception:
+        return STRING
+
+
+def _loops_over_content(tree: Any) -> bool:
+    import jinja2.nodes as nodes
+
+    message_names = set()
+    for alias in _aliases(tree, "messages"):
+        for loop in tree.find_all(nodes.For):
+            if _reads(loop.iter, alias, None) and isinstance(loop.target, nodes.Name):
+                message_names.add(loop.target.name)
+
+    content_params: dict[int, set[str]] = {}  # id(loop inside a macro) -> content parameters
+    in_macro: set[int] = set()
+    for macro in tree.find_all(nodes.Macro):
+        params = [arg.name for arg in macro.args]
+        filled: set[str] = set()
+        for call in tree.find_all(nodes.Call):
+            if not (isinstance(call.node, nodes.Name) and call.node.name == macro.name):
+                continue
+            for i, arg in enumerate(call.args):
+                if i < len(params) and any(_reads(arg, m, "content") for m in message_names):
+                    filled.add(params[i])
+            for kwarg in call.kwargs:
+                if kwarg.key in params and any(
+                    _reads(kwarg.value, m, "content") for m in message_names
+                ):
+                    filled.add(kwarg.key)
+        for loop in macro.find_all(nodes.For):
+            in_macro.add(id(loop))
+            if filled:
+                content_params[id(loop)] = filled
+
     for loop in tree.find_all(nodes.For):
-        if _reads(loop.iter, message_names, "content") or _reads(loop.iter, content_names, None):
-            return OPENAI
-    return STRING
+        if any(_reads(loop.iter, m, "content") for m in message_names):
+            return True
+        if isinstance(loop.iter, nodes.Name):
+            if loop.iter.name in content_params.get(id(loop), ()):
+                return True
+            if id(loop) not in in_macro and loop.iter.name == "content":
+                return True
+    return False
 
 
-def _reads(node: Any, names: set[str], key: str | None) -> bool:
-    """``node`` is ``name``, or ``name.key`` / ``name['key']``, possibly filtered or sliced."""
+def _aliases(tree: Any, name: str) -> list[str]:
+    """``name`` and every name assigned from it (``{% set msgs = messages %}``), transitively."""
+    import jinja2.nodes as nodes
+
+    found, queue = [name], [name]
+    while queue:
+        current = queue.pop(0)
+        for assign in tree.find_all(nodes.Assign):
+            if _reads(assign.node, current, None) and isinstance(assign.target, nodes.Name):
+                found.append(assign.target.name)
+                if assign.target.name != current:
+                    queue.append(assign.target.name)
+    return found
+
+
+def _reads(node: Any, name: str, key: str | None) -> bool:
+    """``node`` is ``name`` (or ``name.key`` / ``name['key']``), possibly filtered, tested or
+    sliced."""
     import jinja2.nodes as nodes
 
     while isinstance(node, (nodes.Filter, nodes.Test)) or (
@@ -54,17 +103,22 @@ def _reads(node: Any, names: set[str], key: str | None) -> bool:
             return False
         node = node.node
     if key is None:
-        return isinstance(node, nodes.Name) and node.name in names
+        return _is_name(node, name)
     if isinstance(node, nodes.Getattr):
-        return isinstance(node.node, nodes.Name) and node.node.name in names and node.attr == key
+        return _is_name(node.node, name) and node.attr == key
     if isinstance(node, nodes.Getitem):
         return (
-            isinstance(node.node, nodes.Name)
-            and node.node.name in names
+            _is_name(node.node, name)
             and isinstance(node.arg, nodes.Const)
             and node.arg.value == key
         )
     return False
+
+
+def _is_name(node: Any, name: str) -> bool:
+    import jinja2.nodes as nodes
+
+    return isinstance(node, nodes.Name) and node.ctx == "load" and node.name == name
 
 
 def as_strings(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

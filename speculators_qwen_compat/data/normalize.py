@@ -19,6 +19,9 @@ column and normalization"):
 - OpenAI's legacy ``function_call`` on an assistant turn -> ``tool_calls``.
 - Tool-call arguments given as objects (Anthropic ``input``, LLaMA-Factory ``function_call``
   values) are re-serialised with ``json.dumps(..., ensure_ascii=False)``, the OpenAI shape.
+- Tool calls already in the OpenAI shape pass through unchanged (upstream's contract, issue 14):
+  checked, not converted. Arguments become mappings only where a template is applied locally
+  (render.py); the HTTP path sends vLLM the JSON strings it requires.
 - Reasoning given both in a field and inline as ``<think>...</think>`` in the content: the inline
   copy is removed, so it is never rendered twice.
 - ``weight`` on a turn (OpenAI fine-tuning 0/1, ShareGPT-family floats, null = train) and
@@ -438,14 +441,23 @@ def _inline_data(part: Mapping[str, Any]) -> bool:
     return False
 
 
-def _normalize_tool_calls(calls: Any, state: _State | None = None) -> list[dict[str, Any]]:
+def _normalize_tool_calls(calls: Any, state: _State | None = None) -> list[Any]:
+    """Tool calls as the data gives them when they are in the OpenAI shape (upstream's contract:
+    they pass through unchanged); other shapes (a JSON string, one mapping, ``{"name",
+    "arguments"}`` items, ``parameters`` for arguments) become OpenAI-shaped calls.
+
+    They are checked, not converted: a call without a name, or ``arguments`` that are not a JSON
+    object (invalid JSON, or JSON that is not an object), is a skip reason on every path, where
+    vLLM would render such arguments as ``{}`` silently (README, "vLLM parity").
+    """
+    given = calls
     if isinstance(calls, str):
         calls = _json_value(calls, "tool_calls is a string that is not JSON")
     if isinstance(calls, Mapping):
         calls = [calls]
     if not isinstance(calls, list):
         raise BadConversation("tool_calls is not a list")
-    normalized = []
+    reshape = calls is not given
     for call in calls:
         if not isinstance(call, Mapping):
             raise BadConversation("tool call is not a mapping")
@@ -453,23 +465,31 @@ def _normalize_tool_calls(calls: Any, state: _State | None = None) -> list[dict[
         name = function.get("name")
         if not name:
             raise BadConversation("tool call without a name")
+        if function is call or ("arguments" not in function and "parameters" in function):
+            reshape = True
         arguments = function.get("arguments")
         if arguments is None and "parameters" not in function and state is not None:
             state.calls_without_arguments.append(str(name))
         if arguments is None:
-            arguments = function.get("parameters", {})
+            arguments = function.get("parameters")
         if isinstance(arguments, str):
             arguments = _json_value(arguments, "tool call arguments are not valid JSON")
-        if not isinstance(arguments, Mapping):
+        if arguments is not None and not isinstance(arguments, Mapping):
             raise BadConversation("tool call arguments are not a JSON object")
-        entry: dict[str, Any] = {
-            "type": "function",
-            "function": {"name": name, "arguments": dict(arguments)},
-        }
-        if call.get("id"):
-            entry["id"] = call["id"]
-        normalized.append(entry)
-    return normalized
+    return [_openai_call(call) for call in calls] if reshape else calls
+
+
+def _openai_call(call: Mapping[str, Any]) -> dict[str, Any]:
+    """One call in OpenAI's shape; object arguments are re-serialised as JSON text."""
+    source = call.get("function") if isinstance(call.get("function"), Mapping) else call
+    function: dict[str, Any] = {"name": source["name"]}
+    arguments = source.get("arguments", source.get("parameters"))
+    if arguments is not None:
+        function["arguments"] = _dumps(arguments)
+    entry: dict[str, Any] = {"type": "function", "function": function}
+    if call.get("id"):
+        entry["id"] = call["id"]
+    return entry
 
 
 def _json_value(text: str, reason: str) -> Any:

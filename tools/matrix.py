@@ -213,7 +213,9 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         needs = ("install:vision", f"build:rel-{release}", *extra)
         jobs.append(Job(name, "test", tests(name, release, "vision", "vision", tests_dir), needs))
     if not args.quick:
-        needs = (*cpu, f"build:rel-{newest}", "build:vllm")
+        # tests/test_render_endpoint.py runs prepare_data of every release that renders (0.8+)
+        renders = [f"build:rel-{r}" for r in releases if _version(r) >= (0, 8)]
+        needs = tuple(dict.fromkeys((*cpu, f"build:rel-{newest}", *renders, "build:vllm")))
         jobs.append(Job("vllm", "test", tests("vllm", newest, "cpu", "vllm", tests_dir), needs))
         if (ROOT / "tests" / "pipeline").is_dir():  # make test-pipeline's tests
             pipeline = [str(ROOT / "tests" / "pipeline")]

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT = ROOT / ".venvs" / "assets" / "qwen36-vocab"
+DEFAULT = Path(os.environ.get("VENVS") or ROOT / ".venvs") / "assets" / "qwen36-vocab"
 FILES = ("tokenizer.json", "tokenizer_config.json")
 
 

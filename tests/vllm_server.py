@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = Path(os.environ.get("VLLM_PYTHON") or ROOT / ".venvs" / "vllm" / "bin" / "python")
+VENVS = Path(os.environ.get("VENVS") or ROOT / ".venvs")
+VLLM_PYTHON = Path(os.environ.get("VLLM_PYTHON") or VENVS / "vllm" / "bin" / "python")
 LAUNCHER = Path(__file__).resolve().parent / "vllm_launcher.py"
 VLLM_VERSION = "0.32.0"
 FLAGS = (
@@ -124,7 +125,7 @@ def start(
 ) -> VllmServer:
     """Start the render server on 127.0.0.1 and wait until /health answers 200."""
     if not VLLM_PYTHON.exists():
-        raise RuntimeError(f"no vLLM venv at {VLLM_PYTHON}: build it with `make {VLLM_PYTHON}`")
+        raise RuntimeError(f"no vLLM venv at {VLLM_PYTHON}: build it with `make vllm`")
     port = port or free_port()
     workdir = Path(tempfile.mkdtemp(prefix="vllm-render-"))
     env = {

@@ -22,9 +22,12 @@ Targets, all in the main training process:
   was dropped, and when no training sample survived a CompatError naming the cause and the fix
   (the entry point prints it as ``speculators_qwen_compat: error: ...`` and exits 1).
 
-Shape needed: those three names, ``consume`` taking the batch first. 0.5.0-0.7.0.2 have no
-``speculators.train.recovery`` (not applicable). Implemented as a fix rather than in cli/train.py
-so that it reaches every entry into upstream's trainer (``speculators train``, torchrun ranks).
+Under torchrun the counts are summed over ranks before deciding (a rank may legitimately see
+only empty batches while the others train). Shape needed: those three names, ``consume``
+taking the batch first. 0.5.0-0.7.0.2 have no ``speculators.train.recovery`` (not applicable).
+Upstream facts: docs/upstream.md, "Training: dropped samples". Implemented as a fix rather than
+in cli/train.py so that it reaches every entry into upstream's trainer (``speculators train``,
+torchrun ranks).
 """
 
 from __future__ import annotations
@@ -128,13 +131,47 @@ def _run_training(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any
     _run.verifier = getattr(dataset, "model", None)
     on_missing = getattr(dataset, "on_missing", None)
     result = wrapped(*args, **kwargs)
+    _sum_over_ranks()
     kept, dropped = _run.kept["training"], _run.dropped["training"]
     if dropped == 0 and _run.dropped["validation"] == 0:
         return result
     if kept == 0 and dropped > 0:
         raise CompatError(_nothing_trained(dropped, on_missing))
-    print(f"speculators_qwen_compat: {summary()}", file=sys.stderr, flush=True)
+    if _rank() == 0:
+        print(f"speculators_qwen_compat: {summary()}", file=sys.stderr, flush=True)
     return result
+
+
+def _rank() -> int:
+    try:
+        import torch.distributed as dist
+
+        return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    except Exception:
+        return 0
+
+
+def _sum_over_ranks() -> None:
+    """Under torchrun each rank counts its own batches (upstream lets a rank go on with locally
+    empty batches while others train): add the counts up so every rank decides the same."""
+    try:
+        import torch
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        device = torch.device("cpu")
+        if dist.get_backend() == "nccl" and torch.cuda.is_available():
+            device = torch.device("cuda", torch.cuda.current_device())
+        phases = ("training", "validation")
+        counts = [_run.kept[p] for p in phases] + [_run.dropped[p] for p in phases]
+        total = torch.tensor(counts, dtype=torch.int64, device=device)
+        dist.all_reduce(total)
+        values = [int(v) for v in total.tolist()]
+    except Exception:  # counting must never break the end of a run
+        return
+    for i, phase in enumerate(phases):
+        _run.kept[phase], _run.dropped[phase] = values[i], values[i + 2]
 
 
 def summary() -> str:

@@ -222,11 +222,12 @@ def test_doctor_names_the_warnings(qwen36_dir: Path, tmp_path: Path) -> None:
     folder.mkdir()
     rows, _ = quality_files()["placeholder_ok"]
     (folder / "ok.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ordinary = next(f for f in formats(RENDERS) if f.name == "sharegpt_vicuna")
-    write_format(folder, ordinary)
+    for fmt in formats(RENDERS):
+        if fmt.name in ("sharegpt_vicuna", "on_policy_model_roles"):
+            write_format(folder, fmt)
     result = subprocess.run(
         [sys.executable, "-m", "speculators_qwen_compat", "doctor", "--model", str(qwen36_dir),
-         "--data", str(folder), "--seq-length", "512"],
+         "--data", str(folder), "--seq-length", "512", "--unknown-roles", "skip"],
         capture_output=True, text=True, env=subprocess_env(), timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -236,3 +237,12 @@ def test_doctor_names_the_warnings(qwen36_dir: Path, tmp_path: Path) -> None:
     assert "    8 boilerplate replies: " in out
     assert "what to do: a drafter trained on them learns to say them: regenerate" in out
     assert "sharegpt_vicuna" not in out.split("data warnings")[1].split("sample (")[0]
+    assert "    1 x \"unknown role 'Qwen3-32B'\" (e.g. " in out  # --unknown-roles skip
+    bad = subprocess.run(
+        [sys.executable, "-m", "speculators_qwen_compat.prepare_data", "--unknown-roles", "x"],
+        capture_output=True, text=True, env=subprocess_env(), timeout=600,
+    )  # fmt: skip
+    assert last_line(bad.stderr) == (
+        "speculators_qwen_compat: error: --unknown-roles x: choose one of release, assistant, "
+        "drop, skip"
+    )

@@ -32,10 +32,9 @@ from speculators_qwen_compat.cli.support import (
     log_to_stderr,
     run_main,
 )
-from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.columns import ColumnOptions
-from speculators_qwen_compat.data.normalize import UNKNOWN_ROLE_CHOICES, UNKNOWN_ROLES_ENV
+from speculators_qwen_compat.data.normalize import choose_unknown_roles
 from speculators_qwen_compat.data.quality import STRICT_ENV
 from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
 
@@ -94,13 +93,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     ColumnOptions.from_flags(
         ours.conversations_key, ours.prompt_column, ours.response_column, ours.system_column
     ).to_env()
-    if ours.unknown_roles:
-        if ours.unknown_roles not in UNKNOWN_ROLE_CHOICES:
-            raise CompatError(
-                f"--unknown-roles {ours.unknown_roles}: choose one of "
-                + ", ".join(UNKNOWN_ROLE_CHOICES)
-            )
-        os.environ[UNKNOWN_ROLES_ENV] = ours.unknown_roles
+    choose_unknown_roles(ours.unknown_roles)
     if ours.strict_data:
         os.environ[STRICT_ENV] = "1"
     activate()

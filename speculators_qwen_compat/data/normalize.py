@@ -136,6 +136,19 @@ def unknown_role_policy() -> str:
     return "drop" if old else "assistant"
 
 
+def choose_unknown_roles(value: str | None) -> None:
+    """``--unknown-roles``: exported for the map workers; a value outside the choices is fatal."""
+    if value is None:
+        return
+    if value not in UNKNOWN_ROLE_CHOICES:
+        from speculators_qwen_compat.core.errors import CompatError
+
+        raise CompatError(
+            f"--unknown-roles {value}: choose one of {', '.join(UNKNOWN_ROLE_CHOICES)}"
+        )
+    os.environ[UNKNOWN_ROLES_ENV] = value
+
+
 def _unknown_role_note(role: str, policy: str) -> str:
     how = "treated as assistant" if policy == "assistant" else "dropped"
     if os.environ.get(UNKNOWN_ROLES_ENV, "release") == policy:

@@ -25,6 +25,7 @@ from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.columns import ColumnOptions
+from speculators_qwen_compat.data.normalize import choose_unknown_roles
 from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-column", default=None, help="as for prepare_data")
     parser.add_argument("--response-column", default=None, help="as for prepare_data")
     parser.add_argument("--system-column", default=None, help="as for prepare_data")
+    parser.add_argument("--unknown-roles", default=None, help="as for prepare_data")
     parser.add_argument(
         "--endpoint",
         default=None,
@@ -99,6 +101,7 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     ColumnOptions.from_flags(
         args.conversations_key, args.prompt_column, args.response_column, args.system_column
     ).to_env()
+    choose_unknown_roles(args.unknown_roles)
     files = data_files(args.data)  # a wrong path fails before the slow imports
     tokenizer = load_tokenizer(args.model)
     try:

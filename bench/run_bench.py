@@ -196,6 +196,13 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
                 limit=1.10,
             )
         )
+        ratios.append(
+            Ratio(
+                f"3b. the same runs, anonymous memory only ({OLD})",
+                "entry point / hand-patched, peak anonymous PSS (no memory-mapped files)",
+                paired_ratios(samples, f"entry-mem-{top}", f"hand-mem-{top}", "peak_anon"),
+            )
+        )
     ratios += [
         Ratio(
             f"4. interpreter start-up ({NEW})",

@@ -1,6 +1,7 @@
 """One module per fix. The order here is the order they are applied: fixes that wrap the same
 upstream function nest in it (the later one outside)."""
 
+from speculators_qwen_compat.fixes.data.bounded_output import BoundedOutputFix
 from speculators_qwen_compat.fixes.data.conversations import ConversationsFix
 from speculators_qwen_compat.fixes.data.local_render import LocalRenderFix
 from speculators_qwen_compat.fixes.data.mask_probe import MaskProbeFix
@@ -17,6 +18,7 @@ ALL_FIXES = (
     ConversationsFix,  # outside: reads and normalises the batch, drops unreadable rows
     LocalRenderFix,
     RunReportFix,
+    BoundedOutputFix,
     OverwriteGuardFix,
     VerifierNormFix,
     MaskTokenFix,

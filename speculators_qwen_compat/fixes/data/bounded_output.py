@@ -1,0 +1,71 @@
+"""Fix: the tokenized rows of local JSON data go to Arrow files on disk, not into memory.
+
+Target in ``preprocessing``: ``build_eagle3_dataset`` (0.5-0.7) or
+``build_speculator_training_dataset`` (0.8+). Every release maps the conversations with
+``keep_in_memory=True``: each map worker's rows are pickled back to the parent and held there,
+so peak memory grows with the number of conversations (README, "Speed"). When the dataset
+comes from our reader (its Arrow file in a run folder of its own under datasets' cache,
+data/files.py), that one ``map`` call runs with ``keep_in_memory=False`` instead: the rows are
+written next to the input and memory-mapped, the same rows in the same order. The folder is the
+run's own, so no earlier run's map cache is ever reused (every row reaches the skip ledger), and
+it is removed when the run ends; ``save_to_disk`` writes the output before that. Other datasets
+(hub specs, pretokenized files upstream reads itself) are mapped as upstream does.
+Shape needed: the function takes the dataset first (``dataset``) and calls its ``map``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, parameters
+from speculators_qwen_compat.data.files import CACHE_FOLDER
+
+BUILDERS = ("build_speculator_training_dataset", "build_eagle3_dataset")
+
+#: ids of the datasets whose next ``map`` call goes to disk (set only while a builder runs).
+_on_disk: set[int] = set()
+
+
+class BoundedOutputFix(Fix):
+    name = "bounded_output"
+    summary = "write the tokenized rows of local JSON data to disk instead of holding them"
+    modules = (PREPROCESSING,)
+
+    def fits(self, module_name: str, module: ModuleType) -> Fits:
+        builder = next((b for b in BUILDERS if callable(getattr(module, b, None))), None)
+        if builder is None:
+            return not_applicable("preprocessing has no dataset builder")
+        if parameters(getattr(module, builder))[:1] != ["dataset"]:
+            return not_applicable(f"{builder} does not take the dataset first")
+        return applies(f"{builder} maps our memory-mapped rows to disk")
+
+    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+        from datasets import Dataset
+
+        builder = next(b for b in BUILDERS if callable(getattr(module, b, None)))
+
+        def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            dataset = bind(wrapped, args, kwargs).arguments["dataset"]
+            if not _from_our_reader(dataset):
+                return wrapped(*args, **kwargs)
+            _on_disk.add(id(dataset))
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                _on_disk.discard(id(dataset))
+
+        def dataset_map(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            if id(instance) in _on_disk and kwargs.get("keep_in_memory"):
+                _on_disk.discard(id(instance))  # only upstream's one map over the rows
+                kwargs = {**kwargs, "keep_in_memory": False}
+            return wrapped(*args, **kwargs)
+
+        patcher.wrap(module, builder, build)
+        patcher.wrap(Dataset, "map", dataset_map)
+
+
+def _from_our_reader(dataset: Any) -> bool:
+    files = getattr(dataset, "cache_files", None) or []
+    return bool(files) and all(CACHE_FOLDER in str(f.get("filename", "")) for f in files)

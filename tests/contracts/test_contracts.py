@@ -1,0 +1,147 @@
+"""Upstream's contracts hold with the fixes on: every wrapped function, on the installed release.
+
+Oracle: upstream itself. probe.py calls each function a fix wraps (see its docstring) on inputs
+upstream accepts, once with the fixes off (``SPECULATORS_QWEN_COMPAT=0``) and once on, in two
+interpreters of this release. With the fixes on, a call must return the same types, lengths and
+keys (and the same value where the value is plain data), leave its arguments as upstream
+leaves them, and raise an instance of the exception type upstream raises. The differences that
+are the point of a fix are listed in DELIBERATE, each with its reason (README, "Upstream's
+contracts"). Cost: two probe interpreters side by side, about 20 s per release on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RELEASE, subprocess_env
+from packaging.version import Version
+
+PROBE = Path(__file__).with_name("probe.py")
+OLD = Version("0.6") > RELEASE  # 0.5 drops tool turns, tool calls and reasoning_content
+KEEPS_EMPTY_ROWS = Version("0.7") > RELEASE  # <= 0.6 keep rows with an all-zero loss mask
+
+#: case -> why the fixed call differs from upstream on purpose (the difference is the fix).
+DELIBERATE: dict[str, str] = {
+    "_visualize_sample/empty": (
+        "upstream indexes row 0 of an empty dataset (IndexError); the fix says why it is empty"
+    ),
+}
+if KEEPS_EMPTY_ROWS:
+    DELIBERATE["load_and_preprocess_dataset/nothing_to_train_on"] = (
+        "<= 0.6 keep rows with nothing to supervise (an all-zero loss mask); the fix drops and "
+        "counts them, and a run left with none fails with the reasons"
+    )
+if OLD:
+    DELIBERATE["_supports_assistant_mask/qwen36"] = (
+        "0.5 probes with an assistant-only conversation, which the Qwen3.6 template rejects "
+        "(TemplateError kills the run); the fix answers False and the pattern fallback runs"
+    )
+    for name in ("tool_calls", "tool_call_without_arguments"):
+        DELIBERATE[f"_normalize_conversation/{name}"] = (
+            "0.5 drops tool turns and tool calls; the fix keeps them for the template"
+        )
+    for name in ("thinking", "reasoning_content"):
+        DELIBERATE[f"_normalize_conversation/{name}"] = (
+            "0.5 drops reasoning_content; the fix passes reasoning under both names, as 0.6+ do"
+        )
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    """Both probe runs, side by side: (fixes off, fixes on)."""
+    work = tmp_path_factory.mktemp("contracts")
+    runs = {}
+    for mode in ("0", "1"):
+        out = work / f"probe-{mode}.json"
+        env = subprocess_env(SPECULATORS_QWEN_COMPAT=mode)
+        command = [sys.executable, "-P", str(PROBE), str(work / mode), str(out)]
+        runs[mode] = (out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, text=True))  # fmt: skip
+    results = []
+    for mode, (out, process) in runs.items():
+        log, _ = process.communicate(timeout=900)
+        assert process.returncode == 0, f"probe (fixes {'on' if mode == '1' else 'off'}):\n{log}"
+        results.append(json.loads(out.read_text()))
+    off, on = results
+    assert (off["fixes_on"], on["fixes_on"]) == (False, True)
+    return off["cases"], on["cases"]
+
+
+def broken(case: str, off: dict[str, Any], on: dict[str, Any] | None) -> str | None:
+    """How the fixed call breaks upstream's contract for this case, or None."""
+    if on is None:
+        return "not run with the fixes on"
+    if off["unchanged"] and not on["unchanged"]:
+        return "changes its arguments (upstream leaves them as they are)"
+    if off["raised"]:
+        if not on["raised"]:
+            return f"returns where upstream raises {off['raised'][0]}"
+        if off["raised"][0] not in on["raised"]:
+            return f"raises {on['raised'][0]}, not an instance of upstream's {off['raised'][0]}"
+        return None
+    if on["raised"]:
+        return f"raises {on['raised'][0]} ({on['message'][:120]}) where upstream returns"
+    if case == "PREPARE_DATA_OVERWRITE_ALLOWED_FILES":
+        missing = set(off["value"]) - set(on["value"])
+        return f"drops {sorted(missing)}" if missing or not on["shape"]["all_str"] else None
+    if on["shape"] != off["shape"]:
+        return f"returns {json.dumps(on['shape'])[:300]}; upstream {json.dumps(off['shape'])[:300]}"
+    if off["value"] is not None and on["value"] != off["value"]:
+        return f"returns {json.dumps(on['value'])[:300]}; upstream {json.dumps(off['value'])[:300]}"
+    return None
+
+
+def check(family: str, probes: tuple[dict, dict]) -> None:
+    off, on = probes
+    cases = [case for case in off if case.split("/")[0] == family]
+    assert cases, f"the probe ran no {family} case on {RELEASE}"
+    problems = []
+    for case in cases:
+        problem = broken(case, off[case], on.get(case))
+        if problem and case not in DELIBERATE:
+            problems.append(f"{case}: {problem}")
+        if not problem and case in DELIBERATE:
+            problems.append(f"{case}: listed as a deliberate difference but upstream agrees")
+    assert not problems, "\n".join(problems)
+
+
+def test_normalize_conversation(probes: tuple[dict, dict]) -> None:
+    check("_normalize_conversation", probes)
+
+
+def test_load_raw_dataset(probes: tuple[dict, dict]) -> None:
+    check("load_raw_dataset", probes)
+
+
+def test_visualize_sample(probes: tuple[dict, dict]) -> None:
+    check("_visualize_sample", probes)
+
+
+@pytest.mark.skipif(Version("0.8") <= RELEASE, reason="0.8+ have no assistant-mask probe")
+def test_supports_assistant_mask(probes: tuple[dict, dict]) -> None:
+    check("_supports_assistant_mask", probes)
+
+
+@pytest.mark.skipif(Version("0.8") <= RELEASE, reason="0.8+ batch through the render path")
+def test_preprocess_batch(probes: tuple[dict, dict]) -> None:
+    check("_preprocess_batch", probes)
+
+
+@pytest.mark.skipif(Version("0.8") > RELEASE, reason="only 0.8+ render through vLLM")
+def test_render_path(probes: tuple[dict, dict]) -> None:
+    check("render_conversation", probes)
+    check("_render_conversation_rows", probes)
+
+
+def test_load_and_preprocess_dataset(probes: tuple[dict, dict]) -> None:
+    check("load_and_preprocess_dataset", probes)
+
+
+@pytest.mark.skipif(Version("0.8") > RELEASE, reason="only 0.8+ have the --overwrite guard")
+def test_overwrite_allowed_files(probes: tuple[dict, dict]) -> None:
+    check("PREPARE_DATA_OVERWRITE_ALLOWED_FILES", probes)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data import ledger
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
@@ -44,7 +44,7 @@ class DryRun:
 
     @property
     def kept(self) -> int:
-        return self.tally.conversations_in - self.tally.skipped_total
+        return self.tally.kept
 
 
 def data_files(specs: list[str]) -> list[Path]:
@@ -99,10 +99,12 @@ def _supervised_rows(
 ) -> list[Row]:
     try:
         rows = strategy.rows(conversation, tools, limit)
-    except Exception as exc:  # the template's (or upstream's) own message is the reason
-        ledger.skip(reason_of(exc), where)
+    except Exception as exc:  # counted as the run counts it (data/ledger.py reject)
+        ledger.reject(exc, where)
         return []
     rows = [row for row in rows if any(row.loss_mask)]
-    if not rows:
+    if rows:
+        ledger.keep()
+    else:
         ledger.skip(NOTHING_TO_SUPERVISE, where)
     return rows

@@ -208,7 +208,7 @@ def test_our_errors_are_the_types_upstream_raises() -> None:
     out = json.loads(result.stdout.strip().splitlines()[-1])
     folder, missing = out["folder"], out["file"]
     assert folder[1:4] == [True, False, True], folder  # ValueError, as upstream's "No .json/..."
-    assert "no .json/.jsonl files found" in folder[4]
+    assert "No .json/.jsonl files found" in folder[4]  # upstream's words: its tests match them
     assert missing[1:4] == [False, True, True], missing  # datasets' FileNotFoundError
 
 

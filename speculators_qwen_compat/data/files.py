@@ -76,7 +76,8 @@ def local_json_files(spec: str) -> list[Path] | None:
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in JSON_SUFFIXES)
         if not files:
-            raise DataError(f"--data {spec}: no .json/.jsonl files found in the folder")
+            # upstream's own words (0.7+): its callers and tests match "No .json/.jsonl files found"
+            raise DataError(f"--data {spec}: No .json/.jsonl files found in the folder")
         return files
     return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -28,8 +29,8 @@ REORDERINGS = {
     "script era": [
         ("    examples: dict,\n    {proc}: {kind},\n    max_length: int,\n",
          "    examples: dict,\n    max_length: int,\n    {proc}: {kind},\n"),
-        ("            examples,\n            {proc},\n            max_length,\n",
-         "            examples,\n            max_length,\n            {proc},\n"),
+        ("_preprocess_batch(\n{pad}examples,\n{pad}{proc},\n{pad}max_length,\n",
+         "_preprocess_batch(\n{pad}examples,\n{pad}max_length,\n{pad}{proc},\n"),
     ],
 }  # fmt: skip
 
@@ -58,8 +59,11 @@ def reordered_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             if "    tokenizer: PreTrainedTokenizerBase,\n    max_length" in source
             else ("processor", "ProcessorLike")
         )
+        call = re.search(r"lambda examples: _preprocess_batch\(\n( +)examples", source)
+        assert call is not None
+        pad = call.group(1)  # the call site's indentation differs between releases
         edits = [
-            (a.format(proc=proc, kind=kind), b.format(proc=proc, kind=kind))
+            (a.format(proc=proc, kind=kind, pad=pad), b.format(proc=proc, kind=kind, pad=pad))
             for a, b in REORDERINGS["script era"]
         ]
     for old, new in edits:

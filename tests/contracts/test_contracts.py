@@ -23,7 +23,7 @@ from packaging.version import Version
 
 PROBE = Path(__file__).with_name("probe.py")
 OLD = Version("0.6") > RELEASE  # 0.5 drops tool turns, tool calls and reasoning_content
-KEEPS_EMPTY_ROWS = Version("0.7") > RELEASE  # <= 0.6 keep rows with an all-zero loss mask
+KEEPS_EMPTY_ROWS = Version("0.8") > RELEASE  # <= 0.7 keep rows with an all-zero loss mask
 
 #: case -> why the fixed call differs from upstream on purpose (the difference is the fix).
 DELIBERATE: dict[str, str] = {
@@ -33,7 +33,7 @@ DELIBERATE: dict[str, str] = {
 }
 if KEEPS_EMPTY_ROWS:
     DELIBERATE["load_and_preprocess_dataset/nothing_to_train_on"] = (
-        "<= 0.6 keep rows with nothing to supervise (an all-zero loss mask); the fix drops and "
+        "<= 0.7 keep rows with nothing to supervise (an all-zero loss mask); the fix drops and "
         "counts them, and a run left with none fails with the reasons"
     )
 if OLD:

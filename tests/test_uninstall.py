@@ -16,7 +16,26 @@ def speculators_modules():
             if m is not None and (n == "speculators" or n.startswith("speculators."))}
 
 def snapshot():
-    return {(n, a): v for n, m in speculators_modules().items() for a, v in vars(m).items()}
+    # Every module attribute, and every attribute in the own dict of the classes those modules
+    # define (a fix may wrap a method: it must come back, and nothing may stay pinned on a
+    # subclass that only inherited it).
+    names = {}
+    for n, m in speculators_modules().items():
+        for a, v in list(vars(m).items()):
+            names[(n, a)] = v
+            if isinstance(v, type) and v.__module__ == n:
+                for ca, cv in list(vars(v).items()):
+                    names[(n, f"{a}.{ca}")] = cv
+    return names
+
+def changed(before):
+    # Names of modules present before whose value differs or vanished, and class attributes
+    # that appeared (a method pinned on a class that only inherited it).
+    after = snapshot()
+    modules = {n for n, _ in before}
+    out = [k for k, v in before.items() if k not in after or after[k] is not v]
+    out += [k for k in after.keys() - before.keys() if k[0] in modules and "." in k[1]]
+    return sorted(f"{n}.{a}" for n, a in out)
 
 PROXIES = tuple(getattr(wrapt, n) for n in ("ObjectProxy", "BaseObjectProxy", "FunctionWrapper")
                 if hasattr(wrapt, n))
@@ -39,8 +58,7 @@ if has_cli:
     C = importlib.import_module("speculators.cli.prepare_data")  # the package shadows the name
     out["bound_wrapper"] = isinstance(C.load_and_preprocess_dataset, PROXIES)
 compat.uninstall()
-out["a_changed"] = sorted(f"{n}.{a}" for (n, a), v in before.items()
-                          if getattr(sys.modules[n], a, None) is not v)
+out["a_changed"] = changed(before)
 out["a_wrappers"] = wrappers()
 if has_cli:
     out["a_cli_is_original"] = C.load_and_preprocess_dataset is P.load_and_preprocess_dataset
@@ -49,8 +67,7 @@ before = snapshot()
 compat.install()
 out["b_patched"] = len(wrappers())
 compat.uninstall()
-out["b_changed"] = sorted(f"{n}.{a}" for (n, a), v in before.items()
-                          if getattr(sys.modules[n], a, None) is not v)
+out["b_changed"] = changed(before)
 out["b_wrappers"] = wrappers()
 out["has_cli"] = has_cli
 print(json.dumps(out))

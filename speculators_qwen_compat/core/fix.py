@@ -42,7 +42,10 @@ class Patcher:
     """Records every attribute a fix replaces so that uninstall() can put it back."""
 
     def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any]] = []
+        # (owner, name, original, owned): ``owned`` is False when the owner only inherited the
+        # attribute (a method of a base class): restore() then deletes ours instead of pinning
+        # the inherited value on the subclass.
+        self._saved: list[tuple[Any, str, Any, bool]] = []
 
     def wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
         """Replace ``owner.name`` by a wrapt FunctionWrapper calling ``wrapper(wrapped, instance,
@@ -53,18 +56,19 @@ class Patcher:
         self.replace(owner, name, wrapt.FunctionWrapper(original, wrapper))
 
     def replace(self, owner: Any, name: str, value: Any) -> None:
-        self._saved.append((owner, name, getattr(owner, name)))
+        owned = not isinstance(owner, type) or name in vars(owner)
+        self._saved.append((owner, name, getattr(owner, name), owned))
         setattr(owner, name, value)
 
     def adopt(self, owner: Any, name: str, original: Any) -> None:
         """Record that ``owner.name`` already holds one of our wrappers (bound by a
         ``from ... import`` after we wrapped its source) so that restore() puts ``original``
         back there too."""
-        self._saved.append((owner, name, original))
+        self._saved.append((owner, name, original, True))
 
     def original_of(self, owner: Any, name: str) -> Any:
         """What ``owner.name`` held before the first replacement recorded for it."""
-        for saved_owner, saved_name, original in self._saved:
+        for saved_owner, saved_name, original, _ in self._saved:
             if saved_owner is owner and saved_name == name:
                 return original
         raise KeyError(f"{name} was not replaced")
@@ -75,8 +79,11 @@ class Patcher:
     def restore(self, mark: int = 0) -> None:
         """Undo every replacement made since ``mark``, newest first."""
         while len(self._saved) > mark:
-            owner, name, original = self._saved.pop()
-            setattr(owner, name, original)
+            owner, name, original, owned = self._saved.pop()
+            if owned:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)
 
 
 class Fix:

@@ -96,9 +96,10 @@ def convention_of(module: Any) -> str | None:
     probe = probe.to_empty(device="cpu").float() if weight.is_meta else probe.cpu().float()
     size = weight.shape[0]
     gen = torch.Generator(device="cpu").manual_seed(0)
-    # device given explicitly: from_pretrained builds models under a meta-device context
-    x = torch.randn(2, size, generator=gen, device="cpu")
-    w = torch.randn(size, generator=gen, device="cpu") * 0.5
+    # device and dtype given explicitly: from_pretrained builds models under a meta-device
+    # context with the checkpoint's dtype (bf16) as torch's default dtype
+    x = torch.randn(2, size, generator=gen, device="cpu", dtype=torch.float32)
+    w = torch.randn(size, generator=gen, device="cpu", dtype=torch.float32) * 0.5
     with torch.no_grad():
         probe.weight.copy_(w)
         try:

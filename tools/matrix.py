@@ -316,7 +316,9 @@ def main(argv: list[str]) -> int:
             print("\n".join(tail))
     tests = [counts(o.summary) for o in outcomes if o.kind == "test"]
     passed, failed = sum(p for p, _ in tests), sum(f for _, f in tests)
-    print(f"matrix: {passed} passed, {failed} failed")
+    broken = [o.name for o in outcomes if not o.ok]
+    parts = f" ({len(broken)} parts failed or not run: {', '.join(broken)})" if broken else ""
+    print(f"matrix: {passed} passed, {failed} failed{parts}")
     return 0 if all(o.ok for o in outcomes) else 1
 
 

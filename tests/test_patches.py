@@ -166,12 +166,16 @@ out["normalized"] = outcome([
     {"role": "function", "content": '{"t": 20}', "tool_call_id": "c1"},
     {"from": "gpt", "value": "Mild.", "thinking": "Report it."},
 ])
+out["unknown"] = outcome([{"role": "user", "content": "hi"},
+                          {"role": "narrator", "content": "meanwhile"},
+                          {"role": "assistant", "content": "yo"}])
 out["rejected"] = {
-    "unknown role": outcome([{"role": "narrator", "content": "x"}]),
     "not a mapping": outcome(["hello", {"role": "user", "content": "x"}]),
     "bad arguments": outcome([{"role": "assistant", "content": "",
                                "tool_calls": [{"name": "f", "arguments": "{oops"}]}]),
 }
+if hasattr(P, "_arguments_as_mappings"):  # <= 0.7: the template is applied in-process
+    out["for_template"] = P._arguments_as_mappings(out["normalized"])
 from transformers import AutoTokenizer
 if hasattr(P, "_supports_assistant_mask"):
     try:
@@ -228,15 +232,27 @@ def test_probe_normalizer_and_local_render(
     turns = out["normalized"]
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
     assert turns[1]["content"] == [{"type": "text", "text": "Weather in Paris?"}]
-    assert turns[2]["tool_calls"][0]["function"]["arguments"] == {"city": "Paris"}
-    assert turns[2]["tool_calls"][0]["id"] == "c1"
+    # tool calls pass through unchanged (upstream's contract); <= 0.7 parse the arguments
+    # where the template is applied, 0.8+ where a local render applies it (vLLM parses them)
+    assert turns[2]["tool_calls"] == [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+        }
+    ]
+    if not RENDERS:
+        arguments = out["for_template"][2]["tool_calls"][0]["function"]["arguments"]
+        assert arguments == {"city": "Paris"}
     assert turns[3]["tool_call_id"] == "c1"
     for turn, reasoning in ((turns[2], "Ask."), (turns[4], "Report it.")):
         assert turn["reasoning_content"] == turn["thinking"] == reasoning
     rejected = out["rejected"]
-    assert rejected["unknown role"] == "UnusableConversationError: unknown role 'narrator'"
+    # a role outside the table keeps the release's meaning: dropped <= 0.7, assistant 0.8+
+    roles = [t["role"] for t in out["unknown"]]
+    assert roles == (["user", "assistant", "assistant"] if RENDERS else ["user", "assistant"])
     assert rejected["not a mapping"] == "UnusableConversationError: turn is not a mapping (str)"
-    assert rejected["bad arguments"].endswith("tool call arguments is not valid JSON")
+    assert rejected["bad arguments"].endswith("tool call arguments are not valid JSON")
 
     if RENDERS:
         assert out["local"] == out["want"]
@@ -295,11 +311,9 @@ from speculators_qwen_compat.data.normalize import normalize_conversation, pick_
 
 def outcome(normalize, conv):
     try:
-        turns = normalize(conv)
+        return "kept: " + json.dumps(normalize(conv), sort_keys=True)
     except Exception as exc:
         return "dropped: " + str(exc)
-    roles = [turn.get("role") for turn in turns]
-    return "dropped: empty" if not roles else "kept: " + ",".join(roles)
 
 out["pairs"] = {}
 for kind, (row, _) in corpus(params["renders"]).items():
@@ -314,33 +328,15 @@ for kind, (row, _) in corpus(params["renders"]).items():
 print(json.dumps(out))
 """
 
-#: Rows the patches' normaliser (patches/<release>/*normalize-turns.patch) still treats otherwise
-#: than the package's (data/normalize.py), by kind, and why. The test fails when this list is
-#: not exactly the disagreement: a new one is a bug, a fixed one must leave the list.
-KNOWN_DIVERGENCES = {
-    "function_and_observation_roles": "legacy function_call/observation roles: the package "
-    "turns them into tool calls and tool turns; the patch rejects the unknown role",
-    "inline_base64_image": "the package rejects inline base64 media; the patch keeps it",
-    "unknown_role": "the package follows the release (dropped <= 0.7, assistant 0.8+); the "
-    "patch rejects the row",
-    "vendor_role": "as unknown_role",
-}
-
 
 def test_patched_normaliser_agrees_with_the_package_on_the_hostile_corpus(
     patched: PatchedSource, tmp_path: Path
 ) -> None:
-    """One corpus (tests/hostile_corpus.py, both formats) through both normalisers: kept or
-    dropped, and the roles kept, must agree except for the listed divergences."""
+    """One corpus (tests/hostile_corpus.py, both formats) through both normalisers: the same
+    turns kept (compared whole), or dropped for the same reason, on every row."""
     src = _src(patched)
     params = {"tests": str(ROOT / "tests"), "renders": RENDERS}
     out = _run_patched(src, SAME_CORPUS, params, cwd=tmp_path)
     assert len(out["pairs"]) >= 60
-    diverging = {
-        key.split("/")[0]
-        for key, (ours, theirs) in out["pairs"].items()
-        if ours.split(":")[0] != theirs.split(":")[0]
-        or (ours.startswith("kept") and ours != theirs)
-    }
-    detail = {k: v for k, v in out["pairs"].items() if k.split("/")[0] in diverging}
-    assert diverging == set(KNOWN_DIVERGENCES), json.dumps(detail, indent=1)
+    diverging = {key: pair for key, pair in out["pairs"].items() if pair[0] != pair[1]}
+    assert not diverging, json.dumps(diverging, indent=1)

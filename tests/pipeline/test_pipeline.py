@@ -45,7 +45,9 @@ def hidden_state_files(stage: Stage) -> list[Path]:
 
 
 def train(stage: Stage, drafter: str, online: bool, name: str | None = None, **flags: str):
-    save = stage.work / f"ckpt-{drafter}-{'online' if online else 'offline'}"
+    # a fresh save path per run: a path holding a checkpoint makes upstream resume from it
+    mode = "online" if online else "offline"
+    save = stage.work / f"ckpt-{drafter}-{mode}" if name is None else stage.work / "ckpt-renamed"
     args = [
         "-m", "speculators_qwen_compat.train",
         "--verifier-name-or-path", name or str(stage.model),

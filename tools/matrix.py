@@ -114,9 +114,10 @@ def pytest_pass(
     basetemp = BUILD / "tmp" / name.replace(":", "-")
     basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes only the last level
     env = {**test_env(), "HF_DATASETS_CACHE": str(basetemp.parent / f"{basetemp.name}-hf")}
+    # --durations: each part's log ends with its slowest tests.
     command = [
         *release_python(release, base), "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        f"--basetemp={basetemp}", "-m", select, *pytest_args, *paths,
+        f"--basetemp={basetemp}", "-m", select, "--durations=15", *pytest_args, *paths,
     ]  # fmt: skip
     code, output = run_logged(name, command, env)
     lines = [

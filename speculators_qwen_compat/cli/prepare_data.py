@@ -26,6 +26,7 @@ from speculators_qwen_compat.cli.support import (
     PACKAGE_LOGGER,
     UPSTREAM_LOGGER,
     activate,
+    apply_data_flags,
     debug_requested,
     has_module,
     import_preprocessing,
@@ -33,10 +34,7 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
-from speculators_qwen_compat.data.columns import ColumnOptions
-from speculators_qwen_compat.data.normalize import choose_unknown_roles
 from speculators_qwen_compat.data.quality import STRICT_ENV
-from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
 REPORT_NAME = "compat_report.json"
@@ -88,12 +86,7 @@ def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     log_to_stderr(PACKAGE_LOGGER)  # our lines; upstream's 0.8+ command configures its own
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if ours.conversations_key:
-        os.environ[CONVERSATIONS_KEY_ENV] = ours.conversations_key
-    ColumnOptions.from_flags(
-        ours.conversations_key, ours.prompt_column, ours.response_column, ours.system_column
-    ).to_env()
-    choose_unknown_roles(ours.unknown_roles)
+    apply_data_flags(ours)
     if ours.strict_data:
         os.environ[STRICT_ENV] = "1"
     activate()

@@ -7,6 +7,7 @@ exit code 1, or the script's own ``sys.exit`` code); only a ``CompatError`` is o
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import logging
@@ -41,6 +42,22 @@ def activate() -> None:
     _, disabled = switched_off_by_env()
     install(disabled)
     os.environ[ENV_SWITCH] = switch_value(registry().disabled)
+
+
+def apply_data_flags(flags: argparse.Namespace) -> None:
+    """Hand the data flags prepare_data and doctor share (--conversations-key, the flat-column
+    mapping, --unknown-roles) to the data path, which reads them in every map worker from the
+    environment. Imported here, not at module level: run and train never need them."""
+    from speculators_qwen_compat.data.columns import ColumnOptions
+    from speculators_qwen_compat.data.normalize import choose_unknown_roles
+    from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
+
+    if flags.conversations_key:
+        os.environ[CONVERSATIONS_KEY_ENV] = flags.conversations_key
+    ColumnOptions.from_flags(
+        flags.conversations_key, flags.prompt_column, flags.response_column, flags.system_column
+    ).to_env()
+    choose_unknown_roles(flags.unknown_roles)
 
 
 def log_to_stderr(name: str) -> None:

@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from speculators_qwen_compat.cli import support as cli_support
-from speculators_qwen_compat.cli.support import debug_requested, run_main
+from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
-from speculators_qwen_compat.data.columns import ColumnOptions
-from speculators_qwen_compat.data.normalize import choose_unknown_roles
 from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
@@ -36,7 +34,6 @@ from speculators_qwen_compat.doctor.template_profile import (
     profile_template,
 )
 from speculators_qwen_compat.doctor.training_view import print_training_view
-from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
 
 DEFAULT_ROWS = 200
 DEFAULT_SEQ_LENGTH = 8192  # prepare_data's default
@@ -96,12 +93,7 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     if args.rows < 1 or args.seq_length < 1:
         raise CompatError("--rows and --seq-length must be positive")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if args.conversations_key:
-        os.environ[CONVERSATIONS_KEY_ENV] = args.conversations_key
-    ColumnOptions.from_flags(
-        args.conversations_key, args.prompt_column, args.response_column, args.system_column
-    ).to_env()
-    choose_unknown_roles(args.unknown_roles)
+    apply_data_flags(args)
     files = data_files(args.data)  # a wrong path fails before the slow imports
     tokenizer = load_tokenizer(args.model)
     try:

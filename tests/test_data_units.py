@@ -4,6 +4,8 @@ our errors' types."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from speculators_qwen_compat.core.errors import CompatError, DataError, DataFileNotFoundError
@@ -13,7 +15,13 @@ from speculators_qwen_compat.data.columns import (
     find_conversation,
     suggest_mapping,
 )
-from speculators_qwen_compat.data.quality import QualityStats, file_of, warnings
+from speculators_qwen_compat.data.quality import (
+    HASH_BYTES,
+    QualityStats,
+    duplicate_rows,
+    file_of,
+    warnings,
+)
 from speculators_qwen_compat.data.weights import (
     WeightsUnplaceable,
     assistant_ordinals,
@@ -104,6 +112,29 @@ def test_quality_merges_across_workers_and_counts_each_repeat_once() -> None:
     # row i of each worker's batch holds the same prompt and reply: 3 distinct conversations
     assert found["duplicate_conversations"]["count"] == 2
     assert file_of("x/a.jsonl:12") == file_of("x/a.jsonl[3]") == "x/a.jsonl"
+
+
+@pytest.mark.parametrize("numpy", [True, False], ids=["numpy", "plain-python"])
+def test_duplicates_across_files_are_counted_per_file_and_once_per_repeat(
+    numpy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not numpy:  # doctor may run where numpy is not importable
+        monkeypatch.setitem(sys.modules, "numpy", None)
+    merged = QualityStats()
+    # a.jsonl: X, Y, X, Z; b.jsonl: Y, W, X -> X three times, Y twice
+    for file, prompts in (("a.jsonl", "XYXZ"), ("b.jsonl", "YWX")):
+        stats = QualityStats()
+        for line, prompt in enumerate(prompts, 1):
+            turns = [{"role": "user", "content": prompt}, {"role": "assistant", "content": "A."}]
+            stats.add_row(f"{file}:{line}", "messages", turns)
+        merged.merge(stats.to_json())
+    assert len(merged.files["a.jsonl"].hashes) == 4 * HASH_BYTES  # 8 bytes a row, no more
+    copies, repeats = duplicate_rows(merged.files)
+    assert copies == {"a.jsonl": 3, "b.jsonl": 2}
+    assert repeats == 3  # X twice more, Y once more
+    found = warnings(merged)["duplicate_conversations"]
+    assert found["count"] == 3
+    assert found["details"] == ["a.jsonl: 3 rows", "b.jsonl: 2 rows"]
 
 
 def test_weight_zero_turns_are_unset_in_either_mask() -> None:

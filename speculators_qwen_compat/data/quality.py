@@ -6,7 +6,9 @@ conversations twice trains silently on every release (upstream never looks at th
 map worker adds what it read to a ``QualityStats`` (per file: reply counts, the repeated reply
 texts, boilerplate and prompt-only counts, a 64-bit hash per conversation); the ledger carries
 them to the parent (ledger.py), which merges them and decides, per file, which warnings fire
-(``warnings``). They are counted in ``compat_report.json`` under ``warnings``, named in the
+(``warnings``). The hashes are the only per-row state: 8 packed bytes a row, counted by sorting
+at the end, so a million-row run holds 8 MB for them (issue 13: memory must not grow with the
+input beyond that). They are counted in ``compat_report.json`` under ``warnings``, named in the
 run's last line and by ``doctor``; ``--strict-data`` makes them fatal. Same on every release.
 """
 
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STRICT_ENV = "SPECULATORS_QWEN_COMPAT_STRICT_DATA"
+HASH_BYTES = 8
 
 #: One reply text this share of a file's replies (and at least this many) is a placeholder.
 DOMINANT_SHARE, DOMINANT_MIN = 0.5, 4
@@ -69,7 +72,7 @@ class FileStats:
     prompt_only_example: str = ""
     texts: Counter[str] = field(default_factory=Counter)
     columns: Counter[str] = field(default_factory=Counter)
-    hashes: list[str] = field(default_factory=list)
+    hashes: bytearray = field(default_factory=bytearray)  # 8-byte digests, one per row
 
 
 @dataclass
@@ -93,7 +96,7 @@ class QualityStats:
         stats.columns[column] += 1
         if raw is None:
             raw = json.dumps([conversation, tools], sort_keys=True, ensure_ascii=False)
-        stats.hashes.append(hashlib.blake2b(raw.strip().encode(), digest_size=8).hexdigest())
+        stats.hashes += hashlib.blake2b(raw.strip().encode(), digest_size=HASH_BYTES).digest()
         answered = False
         for index, turn in enumerate(conversation):
             if turn.get("role") != "assistant":
@@ -121,7 +124,7 @@ class QualityStats:
                 "prompt_only_example": s.prompt_only_example,
                 "texts": {t: n for t, n in s.texts.items() if n > 1},
                 "columns": dict(s.columns),
-                "hashes": "".join(s.hashes),
+                "hashes": s.hashes.hex(),
             }
             for name, s in self.files.items()
         }
@@ -135,8 +138,7 @@ class QualityStats:
             stats.prompt_only_example = stats.prompt_only_example or item["prompt_only_example"]
             stats.texts.update(item["texts"])
             stats.columns.update(item["columns"])
-            text = item["hashes"]
-            stats.hashes.extend(text[i : i + 16] for i in range(0, len(text), 16))
+            stats.hashes += bytes.fromhex(item["hashes"])
 
     def __bool__(self) -> bool:
         return bool(self.files)
@@ -157,9 +159,7 @@ def warnings(stats: QualityStats) -> dict[str, dict[str, Any]]:
         entry["count"] += count
         entry["details"].append(detail)
 
-    seen: Counter[str] = Counter()
-    for s in stats.files.values():
-        seen.update(s.hashes)
+    copies, repeats = duplicate_rows(stats.files)
     for name, s in sorted(stats.files.items()):
         if s.texts:
             text, top = s.texts.most_common(1)[0]
@@ -181,12 +181,36 @@ def warnings(stats: QualityStats) -> dict[str, dict[str, Any]]:
                 s.prompt_only,
                 f"{name}: {s.prompt_only} rows without a reply (first: {s.prompt_only_example})",
             )
-        dups = sum(1 for h in s.hashes if seen[h] > 1)
-        if dups:
-            add("duplicate_conversations", dups, f"{name}: {dups} rows")
+        if copies.get(name):
+            add("duplicate_conversations", copies[name], f"{name}: {copies[name]} rows")
     if "duplicate_conversations" in found:  # count each repeat once, not each copy
-        found["duplicate_conversations"]["count"] = sum(n - 1 for n in seen.values() if n > 1)
+        found["duplicate_conversations"]["count"] = repeats
     return {kind: found[kind] for kind in WHAT_TO_DO if kind in found}
+
+
+def duplicate_rows(files: dict[str, FileStats]) -> tuple[dict[str, int], int]:
+    """Per file, its rows whose conversation occurs more than once in the run (in any file);
+    and the run's repeats (copies beyond the first). Sorting the packed digests keeps this at
+    a few bytes a row; numpy (always beside datasets) does it without a Python int per row."""
+    try:
+        import numpy as np
+    except ImportError:  # doctor without datasets: plain Python, same counts
+        everything: Counter[bytes] = Counter()
+        for s in files.values():
+            everything.update(_digests(s.hashes))
+        repeated = {h for h, n in everything.items() if n > 1}
+        copies = {k: sum(h in repeated for h in _digests(s.hashes)) for k, s in files.items()}
+        return copies, sum(everything[h] - 1 for h in repeated)
+    arrays = {k: np.frombuffer(bytes(s.hashes), dtype="<u8") for k, s in files.items()}
+    joined = np.concatenate(list(arrays.values())) if arrays else np.zeros(0, dtype="<u8")
+    values, counts = np.unique(joined, return_counts=True)
+    repeated = values[counts > 1]
+    copies = {k: int(np.isin(a, repeated).sum()) for k, a in arrays.items()}
+    return copies, int((counts[counts > 1] - 1).sum())
+
+
+def _digests(packed: bytearray) -> list[bytes]:
+    return [bytes(packed[i : i + HASH_BYTES]) for i in range(0, len(packed), HASH_BYTES)]
 
 
 def _quote(text: str) -> str:

@@ -18,7 +18,8 @@ request is handled the way the server handles it before the template runs:
   ones null, other keys dropped);
 - ``developer`` turns become ``system`` and all system turns merge into the first, joined with a
   blank line (only when the template does not name the developer role);
-- ids: the template's text tokenized without added special tokens, then truncated to
+- ids: the template's text tokenized without added special tokens (segment_encoder.py: the same
+  ids, each piece between special tokens tokenized once per process), then truncated to
   ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side).
 
 ``request_messages`` is the other half: what the HTTP path sends, in the shape vLLM validates
@@ -32,6 +33,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from speculators_qwen_compat.data import segment_encoder
 from speculators_qwen_compat.data.content_format import OPENAI, content_format
 
 _processors: dict[str, Any] = {}
@@ -73,7 +75,7 @@ def render_ids(
         **(chat_template_kwargs or {}),
     )
     tokenizer = getattr(processor, "tokenizer", processor)
-    ids: list[int] = tokenizer.encode(text, add_special_tokens=False)
+    ids = segment_encoder.encode(tokenizer, text)  # same ids, each piece tokenized once
     if truncate_prompt_tokens is not None and 0 <= truncate_prompt_tokens < len(ids):
         if truncation_side == "left":
             ids = ids[len(ids) - truncate_prompt_tokens :]

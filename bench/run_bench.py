@@ -6,12 +6,15 @@ tools/release_python.sh), on a Qwen3.6 model folder with the real vocabulary (.v
 tools/build_qwen_vocab.py) and data from bench/make_data.py. Ratios are taken between commands
 that ran next to each other (the order reversed every other round):
 
-1. the entry point against upstream with only the hand fix a user needs, per release family:
-   0.5.0 (0.5-0.7, local rendering) on the full mix, 0.9.0 (0.8+, both through the real vLLM
-   render server) on a slice of it (vLLM renders one request at a time);
-2. on 0.9.0, ``--render-endpoint local`` against the real vLLM render server (rows identical);
+0. the user's job at full size: the entry point on 0.9.0 with ``--render-endpoint local`` over
+   the whole mix (200,000 conversations by default): conversations/s, tokens/s, peak memory;
+1. the entry point against upstream with only the hand fix a user needs, per release family,
+   on a slice of the mix: 0.5.0 (0.5-0.7, local rendering) and 0.9.0 (0.8+, both through the
+   real vLLM render server, which renders one request at a time);
+2. on 0.9.0, ``--render-endpoint local`` against the real vLLM render server on that slice
+   (rows identical);
 3. memory: peak PSS of the whole process tree, entry point and hand-patched 0.5.0, on short
-   chats at 100,000 and 1,000,000 conversations;
+   chats at 100,000 and 1,000,000 conversations (identical rows, so their times compare too);
 4. ``python -c pass`` with the .pth active against switched off;
 5. the floor: apply_chat_template over the slice in a plain loop, against the entry point.
 """
@@ -41,7 +44,7 @@ SAME_ROWS: list[str] = []
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="make bench: speed and memory side by side")
     parser.add_argument("--conversations", type=int, default=200_000, help="the mix's size")
-    parser.add_argument("--slice", type=int, default=10_000, help="conversations through vLLM")
+    parser.add_argument("--slice", type=int, default=4_000, help="the mix's head for ratios")
     parser.add_argument("--memory", default="100000,1000000", help="short-chat sizes, or none")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the prepare_data runs")
     parser.add_argument("--start-rounds", type=int, default=5)
@@ -69,11 +72,18 @@ def prepare_inputs(setup: Setup, args: argparse.Namespace) -> None:
             workloads.head(setup, f"chat-{sizes[-1]}", f"chat-{size}", size)
 
 
+def measure_full_mix(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    print(f"== {NEW}: the whole mix, {args.conversations} conversations, local", flush=True)
+    command = workloads.entry_point(setup, NEW, "entry-0.9-mix", "mix", args.workers,
+                                    "--render-endpoint", "local")  # fmt: skip
+    return alternate([command], 1, logs)
+
+
 def measure_old_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
-    print(f"== {OLD}: entry point vs hand-patched, {args.conversations} conversations", flush=True)
+    print(f"== {OLD}: entry point vs hand-patched, {args.slice} conversations", flush=True)
     commands = [
-        workloads.entry_point(setup, OLD, "entry-0.5", "mix", args.workers),
-        workloads.hand_patched(setup, OLD, "hand-0.5", "mix", args.workers),
+        workloads.entry_point(setup, OLD, "entry-0.5", "slice", args.workers),
+        workloads.hand_patched(setup, OLD, "hand-0.5", "slice", args.workers),
     ]
     return alternate(commands, args.rounds, logs)
 
@@ -128,8 +138,9 @@ def measure_start_up(setup: Setup, args: argparse.Namespace, logs: Path) -> Samp
 
 RUNS = {
     # name: (release, data, what)
-    "entry-0.5": (OLD, "mix", "entry point"),
-    "hand-0.5": (OLD, "mix", "hand-patched upstream"),
+    "entry-0.9-mix": (NEW, "mix", "entry point, `--render-endpoint local`, the whole mix"),
+    "entry-0.5": (OLD, "slice", "entry point"),
+    "hand-0.5": (OLD, "slice", "hand-patched upstream (drops tool turns: fewer tokens)"),
     "entry-0.9-http": (NEW, "slice", "entry point, real vLLM /render"),
     "hand-0.9-http": (NEW, "slice", "hand-patched upstream, real vLLM /render"),
     "entry-0.9-local": (NEW, "slice", "entry point, `--render-endpoint local`"),
@@ -163,19 +174,19 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
     sizes = memory_sizes(args)
     ratios = [
         Ratio(
-            f"1a. entry point vs hand-patched, 0.5-0.7 ({OLD}, {args.conversations} mixed)",
+            f"1a. entry point vs hand-patched, 0.5-0.7 ({OLD}, {args.slice:,} mixed)",
             "entry point / hand-patched",
             limit=1.03,
             **both("entry-0.5", "hand-0.5"),
         ),
         Ratio(
-            f"1b. entry point vs hand-patched, 0.8+ ({NEW}, real vLLM, {args.slice} mixed)",
+            f"1b. entry point vs hand-patched, 0.8+ ({NEW}, real vLLM, {args.slice:,} mixed)",
             "entry point / hand-patched",
             paired_ratios(samples, "entry-0.9-http", "hand-0.9-http"),
             limit=1.03,
         ),
         Ratio(
-            f"2. local vs real HTTP rendering ({NEW}, {args.slice} mixed)",
+            f"2. local vs real HTTP rendering ({NEW}, {args.slice:,} mixed)",
             "`--render-endpoint local` / vLLM render server",
             paired_ratios(samples, "entry-0.9-local", "entry-0.9-http"),
             limit=0.5,
@@ -203,6 +214,23 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
                 paired_ratios(samples, f"entry-mem-{top}", f"hand-mem-{top}", "peak_anon"),
             )
         )
+        if len(sizes) > 1:
+            ratios.append(
+                Ratio(
+                    f"3c. entry point's peak memory, {top:,} / {sizes[0]:,} short chats ({OLD})",
+                    "the same command on 10x the conversations (1.0: flat)",
+                    paired_ratios(samples, f"entry-mem-{top}", f"entry-mem-{sizes[0]}",
+                                  "peak_pss"),
+                )
+            )  # fmt: skip
+        ratios.append(
+            Ratio(
+                f"3d. the same runs' time, {top:,} short chats ({OLD}, identical rows)",
+                "entry point / hand-patched, wall",
+                limit=1.03,
+                **both(f"entry-mem-{top}", f"hand-mem-{top}"),
+            )
+        )
     ratios += [
         Ratio(
             f"4. interpreter start-up ({NEW})",
@@ -211,7 +239,7 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
             **both("start-pth-active", "start-pth-off"),
         ),
         Ratio(
-            f"5. floor ({OLD}, {args.slice} mixed)",
+            f"5. floor ({OLD}, {args.slice:,} mixed)",
             f"plain apply_chat_template loop / entry point ({args.workers} workers)",
             **both("floor-loop", "entry-0.5-slice"),
         ),
@@ -229,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         setup = Setup(ROOT, work, args.seq_length)
         prepare_inputs(setup, args)
         samples = {
+            **measure_full_mix(setup, args, logs),
             **measure_new_family(setup, args, logs),
             **measure_floor(setup, args, logs),
             **measure_start_up(setup, args, logs),
@@ -242,10 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         f"Measured {about}. Model: the real Qwen3.6 vocabulary (248,077 tokens, "
         f"tools/build_qwen_vocab.py) with the demo's Qwen3.6-style template; data from "
         f"bench/make_data.py: {args.conversations:,} conversations of a mix of chat (45%), "
-        f"multi-turn (30%) and agentic tool traces with reasoning (25%) in ShareGPT form, the "
-        f"first {args.slice:,} of them for the runs through vLLM 0.32's render server "
-        f"(`vllm launch render`, one request at a time per worker) and the floor; short chats "
-        f"for memory. `--seq-length {args.seq_length}`, {args.workers} preprocessing workers, "
+        f"multi-turn (30%) and agentic tool traces with reasoning (25%) in ShareGPT form, all of "
+        f"them for the full-size run, the first {args.slice:,} for the side-by-side ratios "
+        f"(vLLM 0.32's render server, `vllm launch render`, renders one request at a time per "
+        f"worker); short chats for memory. `--seq-length {args.seq_length}`, "
+        f"{args.workers} preprocessing workers, "
         f"{args.rounds} round(s) (start-up: {args.start_rounds} rounds of {args.start_repeat} "
         f"interpreters). Peak memory = the largest summed PSS of the command's process tree "
         f"(sampled every 0.2 s); CPU = user + system time of the command's processes (not "

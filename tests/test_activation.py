@@ -7,6 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 import wrapt
 from conftest import RELEASE, run_python
 
@@ -73,6 +74,7 @@ def test_single_fixes_switched_off_by_name() -> None:
     assert states["conversations"] == "applied"
 
 
+@pytest.mark.pure  # a stand-in package and the registry alone: no release involved
 def test_a_fix_that_cannot_apply_never_breaks_the_import(tmp_path: Path) -> None:
     package = tmp_path / "victim"
     package.mkdir()

@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import last_line, subprocess_env
 
+#: Release-independent: the target is always named (a script), so the release's trainer is
+#: never looked up; run once (tools/matrix.py). test_drop_in.py finds each release's trainer.
+pytestmark = pytest.mark.pure
+
 PREFIX = "speculators_qwen_compat: error: "
 RAISES = "def inner():\n    raise ValueError('boom from the user')\ninner()\n"
 

@@ -7,8 +7,12 @@ import ast
 import logging
 from pathlib import Path
 
+import pytest
+
 import speculators_qwen_compat
 from speculators_qwen_compat.cli.support import PACKAGE_LOGGER, log_to_stderr
+
+pytestmark = pytest.mark.pure  # the package's own source and loggers: run once (tools/matrix.py)
 
 PACKAGE = Path(speculators_qwen_compat.__file__).parent
 ROOT_CALLS = {"basicConfig", "debug", "info", "warning", "error", "exception", "critical", "log"}

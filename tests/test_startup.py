@@ -19,6 +19,10 @@ from conftest import subprocess_env
 import speculators_qwen_compat
 from speculators_qwen_compat.core.startup import parse_switch
 
+#: Release-independent: the .pth and the switch are read before speculators is imported (the
+#: fresh interpreters never import it); run once (tools/matrix.py).
+pytestmark = pytest.mark.pure
+
 ROOT = Path(__file__).resolve().parents[1]
 PTH = ROOT / "speculators_qwen_compat.pth"
 PACKAGE = Path(speculators_qwen_compat.__file__).parent

@@ -78,7 +78,10 @@ def run_upstream(code: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session", params=STYLES)
 def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny tokenizer with a Qwen3.6-style (thinking on) or Qwen3.5-style template."""
+    """The tiny tokenizer with a Qwen3.6-style (thinking on) or Qwen3.5-style template (the
+    Qwen3.6 one is ``qwen36_dir``: one folder per session, so runs on it can be shared)."""
+    if request.param == "qwen36":
+        return request.getfixturevalue("qwen36_dir")
     return demo.write_model(tmp_path_factory.mktemp(request.param), request.param)
 
 

@@ -143,12 +143,18 @@ out = {
 }
 """
 
+#: Marks the start of each run's lines on stderr when one interpreter does several runs.
+RUN_MARK = "=== patched run: "
+
 PREPARE = """
-dataset, _ = P.load_and_preprocess_dataset(**params["kwargs"])
-dataset.save_to_disk(params["output"])
-out["rows"] = len(dataset)
+out["rows"] = {}
+for name, run in params["runs"].items():
+    print(RUN_MARK + name, file=sys.stderr, flush=True)
+    dataset, _ = P.load_and_preprocess_dataset(**run["kwargs"])
+    dataset.save_to_disk(run["output"])
+    out["rows"][name] = len(dataset)
 print(json.dumps(out))
-"""
+""".replace("RUN_MARK", repr(RUN_MARK))
 
 UNITS = """
 def outcome(conv):
@@ -196,7 +202,6 @@ if params["renders"]:
                                 truncate_prompt_tokens=5, truncation_side=side)
             for side in ("left", "right")
         )
-print(json.dumps(out))
 """
 
 
@@ -213,18 +218,34 @@ def test_patches_apply_in_order(patched: PatchedSource) -> None:
     assert patched.problem is None, patched.problem
 
 
-def test_probe_normalizer_and_local_render(
-    patched: PatchedSource, qwen36_dir: Path, tmp_path: Path
-) -> None:
-    src = _src(patched)
-    raising = demo.write_model(tmp_path / "raising", template=RAISING_TEMPLATE)
+@pytest.fixture(scope="module")
+def units(
+    patched: PatchedSource, qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any] | None:
+    """UNITS and SAME_CORPUS in one interpreter of the patched source (None when the patches
+    did not apply: the tests then fail with the reason)."""
+    if patched.problem:
+        return None
+    work = tmp_path_factory.mktemp("units")
+    raising = demo.write_model(work / "raising", template=RAISING_TEMPLATE)
     params = {
         "model": str(qwen36_dir),
         "raising": str(raising),
         "renders": RENDERS,
         "truncates": Version("0.9") <= RELEASE,  # 0.9 sends truncate_prompt_tokens
+        "tests": str(ROOT / "tests"),
     }
-    out = _run_patched(src, UNITS, params, cwd=tmp_path)
+    code = UNITS + SAME_CORPUS + "print(json.dumps(out))\n"
+    return _run_patched(patched.src, code, params, cwd=work)
+
+
+def test_probe_normalizer_and_local_render(
+    patched: PatchedSource, units: dict[str, Any] | None
+) -> None:
+    _src(patched)
+    assert units is not None
+    out = units
+    params = {"truncates": Version("0.9") <= RELEASE}
 
     if not RENDERS:  # the probe's template error means "no HF assistant mask"
         assert out["probe"] is False, out["probe"]
@@ -261,26 +282,55 @@ def test_probe_normalizer_and_local_render(
         assert out["right"] == out["want"][:5]
 
 
-@pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
-def test_prepare_with_rejected_rows(
-    patched: PatchedSource, qwen36_dir: Path, tmp_path: Path, sharegpt: bool
-) -> None:
-    src = _src(patched)
+@pytest.fixture(scope="module")
+def prepared(
+    patched: PatchedSource, qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any] | None:
+    """Both formats' data preparation, one after the other in one interpreter of the patched
+    source: per format its output folder, rows, rejected rows and its own stderr lines."""
+    if patched.problem:
+        return None
+    work = tmp_path_factory.mktemp("prepare")
     good = good_rows(24)
     rejected = rejected_rows()
     rows = good[:12] + [row for _, row in rejected] + good[12:]
-    data = write_dataset(tmp_path / "data.jsonl", rows, sharegpt=sharegpt)
-    kwargs: dict[str, Any] = {
-        "target_model_path": str(qwen36_dir),
-        "train_data_paths": [str(data)],
-        "seq_length": SEQ_LENGTH,
-        "build_dataset_num_proc": 2,
-        "token_freq_path": str(tmp_path / "token_freq.pt"),
-    }
-    if RENDERS:
-        kwargs["render_endpoint"] = "local"
-    output = tmp_path / "out"
-    out = _run_patched(src, PREPARE, {"kwargs": kwargs, "output": str(output)}, cwd=tmp_path)
+    runs: dict[str, Any] = {}
+    for sharegpt in (False, True):
+        name = "sharegpt" if sharegpt else "openai"
+        folder = work / name
+        folder.mkdir()
+        data = write_dataset(folder / "data.jsonl", rows, sharegpt=sharegpt)
+        kwargs: dict[str, Any] = {
+            "target_model_path": str(qwen36_dir),
+            "train_data_paths": [str(data)],
+            "seq_length": SEQ_LENGTH,
+            "build_dataset_num_proc": 2,
+            "token_freq_path": str(folder / "token_freq.pt"),
+        }
+        if RENDERS:
+            kwargs["render_endpoint"] = "local"
+        runs[name] = {"kwargs": kwargs, "output": str(folder / "out")}
+    out = _run_patched(patched.src, PREPARE, {"runs": runs}, cwd=work)
+    parts = out["stderr"].split(RUN_MARK)[1:]
+    stderr = {part.split("\n", 1)[0]: part for part in parts}
+    assert sorted(stderr) == sorted(runs), out["stderr"][-3000:]
+    return {
+        name: {
+            "rows": out["rows"][name], "stderr": stderr[name], "output": Path(run["output"]),
+            "good": good, "rejected": rejected, "all": rows,
+        }
+        for name, run in runs.items()
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
+def test_prepare_with_rejected_rows(
+    patched: PatchedSource, prepared: dict[str, Any] | None, qwen36_dir: Path, sharegpt: bool
+) -> None:
+    _src(patched)
+    assert prepared is not None
+    out = prepared["sharegpt" if sharegpt else "openai"]
+    output, good, rejected, rows = out["output"], out["good"], out["rejected"], out["all"]
 
     # every good row, right mask; no other
     good = as_written(good, sharegpt)
@@ -325,18 +375,17 @@ for kind, (row, _) in corpus(params["renders"]).items():
         out["pairs"][f"{kind}/{form}"] = [
             outcome(normalize_conversation, conv), outcome(P._normalize_conversation, conv)
         ]
-print(json.dumps(out))
 """
 
 
 def test_patched_normaliser_agrees_with_the_package_on_the_hostile_corpus(
-    patched: PatchedSource, tmp_path: Path
+    patched: PatchedSource, units: dict[str, Any] | None
 ) -> None:
     """One corpus (tests/hostile_corpus.py, both formats) through both normalisers: the same
     turns kept (compared whole), or dropped for the same reason, on every row."""
-    src = _src(patched)
-    params = {"tests": str(ROOT / "tests"), "renders": RENDERS}
-    out = _run_patched(src, SAME_CORPUS, params, cwd=tmp_path)
+    _src(patched)
+    assert units is not None
+    out = units
     assert len(out["pairs"]) >= 60
     diverging = {key: pair for key, pair in out["pairs"].items() if pair[0] != pair[1]}
     assert not diverging, json.dumps(diverging, indent=1)

@@ -1,14 +1,20 @@
 """The entry point end to end: real speculators, transformers, datasets and Arrow output.
 
 Both formats, with rejected rows mixed in, on a Qwen3.6-style (thinking on) and a
-Qwen3.5-small-style (thinking off) template: the run completes, every good conversation is in
-the output with the right mask, every rejected one is counted under the template's reason.
+Qwen3.5-small-style (thinking off) template, through the seed's command line (one run per
+format and template, shared by the tests that check it): the run completes, every good
+conversation is in the output with the right mask, every rejected one is counted under the
+template's reason.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import (
@@ -32,55 +38,90 @@ SEQ_LENGTH = 512
 WITH_TOOLS = Version("0.7") <= RELEASE  # 0.7+ pass a row's tools column to the template
 
 
-@pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
-def test_both_formats_with_rejected_rows(model_dir: Path, tmp_path: Path, sharegpt: bool) -> None:
-    good = good_rows(24)
-    rejected = rejected_rows()
-    rows = good[:12] + [row for _, row in rejected] + good[12:]
-    data = write_dataset(tmp_path / "data.jsonl", rows, sharegpt=sharegpt)
-    output = tmp_path / "out"
+@dataclass
+class SeedRun:
+    """One run of the seed's command line: its folder, data, result and the good rows."""
 
-    result = prepare(model_dir, output, data)
-    assert result.returncode == 0, result.stderr[-3000:]
+    folder: Path
+    rows: list[dict[str, Any]]
+    good: list[dict[str, Any]]
+    result: subprocess.CompletedProcess
 
-    good = as_written(good, sharegpt)
-    expected = check_masks(model_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)
-
-    report = read_report(output)
-    want = Counter(REJECTED_REASONS[kind] for kind, _ in rejected)
-    assert report["skipped"] == dict(want)
-    assert report["conversations_in"] == len(rows)
-    assert report["rows_out"] == expected
-    assert report["speculators"] == str(RELEASE)
-    summary = last_line(result.stdout)
-    assert summary.startswith(f"wrote {expected} rows to {output}; skipped 4 of {len(rows)}")
-    assert '2 x "No user query found in messages."' in summary
+    @property
+    def output(self) -> Path:
+        return self.folder / "tokenized"
 
 
-@pytest.mark.parametrize("sharegpt", [True, False], ids=["sharegpt", "openai"])
-def test_seed_command_line(qwen36_dir: Path, tmp_path: Path, sharegpt: bool) -> None:
+def _seed_run(model: Path, folder: Path, sharegpt: bool) -> SeedRun:
     """The issue's command line, unchanged but for a local model and --seq-length 512, on data
     with rejected rows mixed in, over a folder holding a stale dataset."""
     good = good_rows(30)
     rows = good[:15] + [row for _, row in rejected_rows()] + good[15:]
-    data = write_dataset(tmp_path / "all_prompts_sharegpt.jsonl", rows, sharegpt=sharegpt)
-    (tmp_path / "tokenized").mkdir()
-    (tmp_path / "tokenized" / "data-00000-of-00001.arrow").write_bytes(b"stale")
+    data = write_dataset(folder / "all_prompts_sharegpt.jsonl", rows, sharegpt=sharegpt)
+    (folder / "tokenized").mkdir()
+    (folder / "tokenized" / "data-00000-of-00001.arrow").write_bytes(b"stale")
     result = run_prepare(
-        "--model", str(qwen36_dir), "--data", data.name, "--output", "tokenized",
+        "--model", str(model), "--data", data.name, "--output", "tokenized",
         "--max-samples", "800000", "--seq-length", "512",
         "--num-preprocessing-workers", "2", "--overwrite",
-        cwd=tmp_path,
+        cwd=folder,
     )  # fmt: skip
+    return SeedRun(folder, rows, as_written(good, sharegpt), result)
+
+
+@pytest.fixture(scope="module")
+def seed_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, bool], SeedRun]:
+    """``seed_runs(model, sharegpt)``: one seed-command-line run per (model, format) for the
+    module; the tests below check different things of the same run."""
+    runs: dict[tuple[str, bool], SeedRun] = {}
+
+    def get(model: Path, sharegpt: bool) -> SeedRun:
+        key = (str(model), sharegpt)
+        if key not in runs:
+            runs[key] = _seed_run(model, tmp_path_factory.mktemp("seed"), sharegpt)
+        return runs[key]
+
+    return get
+
+
+@pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
+def test_both_formats_with_rejected_rows(
+    model_dir: Path, seed_runs: Callable[[Path, bool], SeedRun], sharegpt: bool
+) -> None:
+    run = seed_runs(model_dir, sharegpt)
+    result = run.result
     assert result.returncode == 0, result.stderr[-3000:]
-    files = {p.name for p in (tmp_path / "tokenized").iterdir()}
+
+    expected = check_masks(model_dir, load_rows(run.output), run.good, RENDERS,
+                           with_tools=WITH_TOOLS)  # fmt: skip
+
+    report = read_report(run.output)
+    want = Counter(REJECTED_REASONS[kind] for kind, _ in rejected_rows())
+    assert report["skipped"] == dict(want)
+    assert report["conversations_in"] == len(run.rows)
+    assert report["rows_out"] == expected
+    assert report["speculators"] == str(RELEASE)
+    summary = last_line(result.stdout)
+    assert summary.startswith(f"wrote {expected} rows to tokenized; skipped 4 of {len(run.rows)}")
+    assert '2 x "No user query found in messages."' in summary
+
+
+@pytest.mark.parametrize("sharegpt", [True, False], ids=["sharegpt", "openai"])
+def test_seed_command_line(
+    qwen36_dir: Path, seed_runs: Callable[[Path, bool], SeedRun], sharegpt: bool
+) -> None:
+    """The seed's command line (the run above, on the Qwen3.6-style template): the files
+    upstream writes over the stale dataset, masks and counts."""
+    run = seed_runs(qwen36_dir, sharegpt)
+    assert run.result.returncode == 0, run.result.stderr[-3000:]
+    files = {p.name for p in run.output.iterdir()}
     assert {"dataset_info.json", "state.json", "compat_report.json"} <= files
     assert any(name.endswith(".arrow") for name in files)
     if not RENDERS:  # 0.9 skips token frequencies by default (--skip-token-freq)
         assert "token_freq.pt" in files
-    rows_out = load_rows(tmp_path / "tokenized")
-    check_masks(qwen36_dir, rows_out, as_written(good, sharegpt), RENDERS, with_tools=WITH_TOOLS)
-    assert read_report(tmp_path / "tokenized")["conversations_in"] == len(rows)
+    rows_out = load_rows(run.output)
+    check_masks(qwen36_dir, rows_out, run.good, RENDERS, with_tools=WITH_TOOLS)
+    assert read_report(run.output)["conversations_in"] == len(run.rows)
 
 
 def test_file_mixing_formats_row_by_row(qwen36_dir: Path, tmp_path: Path) -> None:

@@ -1,18 +1,126 @@
 """Fatal problems end with one line ``speculators_qwen_compat: error: ...`` and exit 1; bad rows
-are skipped and counted instead."""
+are skipped and counted instead.
+
+The single-run cases go through one interpreter (BATCH): ``prepare_data``'s ``main`` called
+once per case, with the case's own stdout, stderr (file descriptors 1 and 2) and environment,
+so the suite pays the start-up and imports once, not ten times; each test checks its cases."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
-from conftest import good_rows, last_line, prepare, read_report, rejected_rows, write_dataset
+import pytest
+from conftest import (
+    good_rows,
+    last_line,
+    prepare,
+    read_report,
+    rejected_rows,
+    subprocess_env,
+    write_dataset,
+)
 
 PREFIX = "speculators_qwen_compat: error: "
+
+#: Runs ``main(args)`` of the entry point once per case; per case: its exit code, and its stdout
+#: and stderr as the file descriptors saw them (logging's handlers and tracebacks included).
+BATCH = """
+import json, os, sys
+from speculators_qwen_compat.cli.prepare_data import main
+
+cases, results = json.loads(sys.argv[1]), {}
+for case in cases:
+    saved_env = dict(os.environ)
+    sys.stdout.flush(); sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    paths = case["log"] + ".out", case["log"] + ".err"
+    for fd, path in zip((1, 2), paths):
+        sink = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(sink, fd)
+        os.close(sink)
+    try:
+        code = main(case["args"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        for fd, old in zip((1, 2), saved):
+            os.dup2(old, fd)
+            os.close(old)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    results[case["name"]] = code
+print(json.dumps(results))
+"""
+
+
+def _args(model: Path | str, data: Path | str, output: Path, *extra: str) -> list[str]:
+    """prepare_data's arguments as conftest.prepare builds them, one map worker."""
+    return ["--model", str(model), "--data", str(data), "--output", str(output),
+            "--seq-length", "512", "--num-preprocessing-workers", "1", *extra]  # fmt: skip
 
 
 def _prepare(model: Path | str, data: Path | str, output: Path, *extra: str):
     return prepare(model, output, data, extra=extra, workers=1)
+
+
+@pytest.fixture(scope="module")
+def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every single-run case, run by BATCH: name -> (paths, CompletedProcess-like result)."""
+    work = tmp_path_factory.mktemp("fatal")
+    paths: dict[str, Path] = {}
+    runs: dict[str, list[str]] = {}
+
+    def case(name: str, *args: str) -> None:
+        runs[name] = list(args)
+
+    data = write_dataset(work / "d.jsonl", good_rows(2))
+    paths["no_model"] = work / "no-such-model"
+    case("missing_model", *_args(paths["no_model"], data, work / "out-model"))
+    case("missing_model_debug", *_args(paths["no_model"], data, work / "out-model", "--debug"))
+    paths["nope"] = work / "nope.jsonl"
+    case("missing_data", *_args(qwen36_dir, paths["nope"], work / "out-data"))
+    flat = work / "flat.jsonl"
+    flat.write_text('{"prompt": "hi", "completion": "yo"}\n')
+    case("no_column_flat", *_args(qwen36_dir, flat, work / "out-flat"))
+    other = work / "other.jsonl"
+    other.write_text('{"id": 1, "text": "hi"}\n')
+    case("no_column_other", *_args(qwen36_dir, other, work / "out-other"))
+    rejected = write_dataset(work / "rejected.jsonl", [row for _, row in rejected_rows()])
+    case("all_rejected", *_args(qwen36_dir, rejected, work / "out-rejected"))
+    paths["malformed"] = malformed = write_dataset(work / "malformed.jsonl", good_rows(6))
+    with malformed.open("a", encoding="utf-8") as fh:
+        fh.write('{"messages": [\n[1, 2]\n')
+    paths["malformed_out"] = work / "out-malformed"
+    case("malformed", *_args(qwen36_dir, malformed, paths["malformed_out"]))
+    paths["garbage"] = garbage = work / "g.jsonl"
+    garbage.write_text("not json\nstill not\n")
+    case("garbage", *_args(qwen36_dir, garbage, work / "o1"))
+    empty = work / "e.jsonl"
+    empty.write_text("")
+    case("empty", *_args(qwen36_dir, empty, work / "o2"))
+
+    logs = work / "logs"
+    logs.mkdir()
+    batch = [{"name": n, "args": a, "log": str(logs / n)} for n, a in runs.items()]
+    ran = subprocess.run(
+        [sys.executable, "-c", BATCH, json.dumps(batch)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=900,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    codes = json.loads(ran.stdout.strip().splitlines()[-1])
+    results = {
+        name: subprocess.CompletedProcess(
+            runs[name], codes[name],
+            (logs / f"{name}.out").read_text(), (logs / f"{name}.err").read_text(),
+        )
+        for name in runs
+    }  # fmt: skip
+    return {"paths": paths, "results": results}
 
 
 def _fatal(result) -> str:
@@ -22,62 +130,49 @@ def _fatal(result) -> str:
     return line[len(PREFIX) :]
 
 
-def test_missing_model_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
-    data = write_dataset(tmp_path / "d.jsonl", good_rows(2))
-    result = _prepare(tmp_path / "no-such-model", data, tmp_path / "out")
+def test_missing_model_is_one_line_and_debug_shows_the_traceback(cases: dict) -> None:
+    result = cases["results"]["missing_model"]
     message = _fatal(result)
     assert "no-such-model" in message and "--debug" in message
     assert "Traceback" not in result.stderr
-    debug = _prepare(tmp_path / "no-such-model", data, tmp_path / "out", "--debug")
+    debug = cases["results"]["missing_model_debug"]
     assert "Traceback" in debug.stderr
     assert last_line(debug.stderr).startswith(PREFIX)
 
 
-def test_missing_data_file(qwen36_dir: Path, tmp_path: Path) -> None:
-    message = _fatal(_prepare(qwen36_dir, tmp_path / "nope.jsonl", tmp_path / "out"))
-    assert message == f"--data {tmp_path / 'nope.jsonl'}: no such file"
+def test_missing_data_file(cases: dict) -> None:
+    message = _fatal(cases["results"]["missing_data"])
+    assert message == f"--data {cases['paths']['nope']}: no such file"
 
 
-def test_no_conversation_column_names_the_columns(qwen36_dir: Path, tmp_path: Path) -> None:
-    data = tmp_path / "d.jsonl"
-    data.write_text('{"prompt": "hi", "completion": "yo"}\n')
-    message = _fatal(_prepare(qwen36_dir, data, tmp_path / "out"))
+def test_no_conversation_column_names_the_columns(cases: dict) -> None:
+    message = _fatal(cases["results"]["no_column_flat"])
     assert "no conversation column (columns found: completion, prompt)" in message
     assert "pass --prompt-column prompt --response-column completion" in message
-    other = tmp_path / "e.jsonl"
-    other.write_text('{"id": 1, "text": "hi"}\n')
-    message = _fatal(_prepare(qwen36_dir, other, tmp_path / "out"))
+    message = _fatal(cases["results"]["no_column_other"])
     assert "no conversation column (columns found: id, text)" in message
     assert "--conversations-key" in message
 
 
-def test_every_row_rejected_is_an_error_with_the_reasons(qwen36_dir: Path, tmp_path: Path) -> None:
-    data = write_dataset(tmp_path / "d.jsonl", [row for _, row in rejected_rows()])
-    message = _fatal(_prepare(qwen36_dir, data, tmp_path / "out"))
+def test_every_row_rejected_is_an_error_with_the_reasons(cases: dict) -> None:
+    message = _fatal(cases["results"]["all_rejected"])
     assert message.startswith("no conversation survived preprocessing (skipped 4 of 4")
     assert '2 x "No user query found in messages."' in message
 
 
-def test_malformed_lines_are_counted_and_good_rows_kept(qwen36_dir: Path, tmp_path: Path) -> None:
-    data = write_dataset(tmp_path / "d.jsonl", good_rows(6))
-    with data.open("a", encoding="utf-8") as fh:
-        fh.write('{"messages": [\n[1, 2]\n')
-    output = tmp_path / "out"
-    result = _prepare(qwen36_dir, data, output)
+def test_malformed_lines_are_counted_and_good_rows_kept(cases: dict) -> None:
+    result = cases["results"]["malformed"]
     assert result.returncode == 0, result.stderr[-3000:]
-    report = read_report(output)
+    report = read_report(cases["paths"]["malformed_out"])
     assert report["conversations_in"] == 8
     assert report["skipped"] == {"malformed JSON line": 1, "row is not a JSON object": 1}
-    assert report["skipped_examples"]["malformed JSON line"] == [f"{data}:7"]
+    assert report["skipped_examples"]["malformed JSON line"] == [f"{cases['paths']['malformed']}:7"]
 
 
-def test_a_file_of_garbage_and_an_empty_file(qwen36_dir: Path, tmp_path: Path) -> None:
-    garbage = tmp_path / "g.jsonl"
-    garbage.write_text("not json\nstill not\n")
-    assert _fatal(_prepare(qwen36_dir, garbage, tmp_path / "o1")).startswith(f"{garbage}:1: ")
-    empty = tmp_path / "e.jsonl"
-    empty.write_text("")
-    assert "holds no rows" in _fatal(_prepare(qwen36_dir, empty, tmp_path / "o2"))
+def test_a_file_of_garbage_and_an_empty_file(cases: dict) -> None:
+    garbage = cases["paths"]["garbage"]
+    assert _fatal(cases["results"]["garbage"]).startswith(f"{garbage}:1: ")
+    assert "holds no rows" in _fatal(cases["results"]["empty"])
 
 
 def test_overwrite_refuses_to_delete_other_files(qwen36_dir: Path, tmp_path: Path) -> None:

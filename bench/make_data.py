@@ -1,8 +1,8 @@
 """Write the benchmark's conversations: ``python make_data.py FOLDER KIND COUNT SEED``.
 
-KIND ``mix``: the realistic mix a Qwen3.6 drafter is trained on: 45% chat (one exchange, a few
-hundred tokens), 30% multi-turn (3-6 exchanges, some with reasoning), 25% long agentic traces
-(a system prompt, tools, 3-8 tool calls each with reasoning, tool results of a few hundred
+KIND ``mix``: the realistic mix a Qwen3.6 drafter is trained on: 55% chat (one exchange, a few
+hundred tokens), 30% multi-turn (3-6 exchanges, some with reasoning), 15% long agentic traces
+(a system prompt, tools, 2-6 tool calls each with reasoning, tool results of a few hundred
 tokens; several thousand tokens in all). KIND ``chat``: short one-exchange chats only (the
 memory runs at 100,000 and 1,000,000 conversations, where upstream's in-memory output must fit).
 
@@ -106,7 +106,7 @@ def agentic(t: Texts, index: int) -> dict[str, Any]:
         {"role": "system", "content": "You are a coding agent. " + t.words(2)},
         {"role": "user", "content": f"#{index} " + t.words(2)},
     ]
-    for step in range(t.rng.randint(3, 8)):
+    for step in range(t.rng.randint(2, 6)):
         tool = t.rng.choice(TOOLS)["function"]["name"]
         arguments = {"path": f"src/module_{step}.py", "query": t.rng.choice(t.pool)[:60]}
         call_id = f"call_{index}_{step}"
@@ -178,7 +178,7 @@ def main() -> None:
                 row = short_chat(texts, index)
             else:
                 roll = rng.random()
-                build = chat if roll < 0.45 else multi_turn if roll < 0.75 else agentic
+                build = chat if roll < 0.55 else multi_turn if roll < 0.85 else agentic
                 row = build(texts, index)
             sharegpt.write(json.dumps(to_sharegpt(row), ensure_ascii=False) + "\n")
             ready.write(json.dumps(template_ready(row), ensure_ascii=False) + "\n")

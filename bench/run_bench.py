@@ -44,7 +44,7 @@ SAME_ROWS: list[str] = []
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="make bench: speed and memory side by side")
     parser.add_argument("--conversations", type=int, default=200_000, help="the mix's size")
-    parser.add_argument("--slice", type=int, default=4_000, help="the mix's head for ratios")
+    parser.add_argument("--slice", type=int, default=2_000, help="the mix's head for ratios")
     parser.add_argument("--memory", default="100000,1000000", help="short-chat sizes, or none")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the prepare_data runs")
     parser.add_argument("--start-rounds", type=int, default=5)
@@ -257,12 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         setup = Setup(ROOT, work, args.seq_length)
         prepare_inputs(setup, args)
         samples = {
+            **measure_memory(setup, args, logs),
             **measure_full_mix(setup, args, logs),
             **measure_new_family(setup, args, logs),
             **measure_floor(setup, args, logs),
-            **measure_start_up(setup, args, logs),
             **measure_old_family(setup, args, logs),
-            **measure_memory(setup, args, logs),
+            **measure_start_up(setup, args, logs),
         }
         runs = runs_of(setup, args, samples)
     minutes = (time.perf_counter() - began) / 60
@@ -270,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     note = (
         f"Measured {about}. Model: the real Qwen3.6 vocabulary (248,077 tokens, "
         f"tools/build_qwen_vocab.py) with the demo's Qwen3.6-style template; data from "
-        f"bench/make_data.py: {args.conversations:,} conversations of a mix of chat (45%), "
-        f"multi-turn (30%) and agentic tool traces with reasoning (25%) in ShareGPT form, all of "
+        f"bench/make_data.py: {args.conversations:,} conversations of a mix of chat (55%), "
+        f"multi-turn (30%) and agentic tool traces with reasoning (15%) in ShareGPT form, all of "
         f"them for the full-size run, the first {args.slice:,} for the side-by-side ratios "
         f"(vLLM 0.32's render server, `vllm launch render`, renders one request at a time per "
         f"worker); short chats for memory. `--seq-length {args.seq_length}`, "

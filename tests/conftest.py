@@ -52,12 +52,92 @@ def prepare(
     **env: str,
 ) -> subprocess.CompletedProcess:
     """The usual prepare_data run: a model, one or more --data, an output folder."""
+    args = prepare_args(model, output, *data, extra=extra, workers=workers, seq_length=seq_length)
+    return run_prepare(*args, **env)
+
+
+#: Runs an entry point's ``main(args)`` once per case in one interpreter; per case its exit code,
+#: its stdout and stderr as file descriptors 1 and 2 saw them (logging's handlers and tracebacks
+#: included), its own environment and working directory, both put back after it.
+BATCH = """
+import importlib, json, os, sys
+
+cases, results = json.loads(sys.argv[1]), {}
+for case in cases:
+    main = importlib.import_module(case["module"]).main
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    sys.stdout.flush(); sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    for fd, path in zip((1, 2), (case["log"] + ".out", case["log"] + ".err")):
+        sink = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(sink, fd)
+        os.close(sink)
+    try:
+        if case["cwd"]:
+            os.chdir(case["cwd"])
+        code = main(case["args"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        for fd, old in zip((1, 2), saved):
+            os.dup2(old, fd)
+            os.close(old)
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    results[case["name"]] = code
+print(json.dumps(results))
+"""
+PREPARE_MAIN = "speculators_qwen_compat.cli.prepare_data"
+PACKAGE_MAIN = "speculators_qwen_compat.__main__"  # status, doctor
+
+
+def run_batch(
+    logs: Path,
+    cases: dict[str, list[str]],
+    modules: dict[str, str] | None = None,
+    cwd: dict[str, Path] | None = None,
+) -> dict[str, subprocess.CompletedProcess]:
+    """Several entry-point runs (``main(args)`` of PREPARE_MAIN, or of ``modules[name]``) in one
+    interpreter of this venv: one start-up and one import of torch, transformers and
+    speculators for all of them, where each ``python -m`` run pays its own (several seconds).
+    Name -> a CompletedProcess of that case alone."""
+    logs.mkdir(parents=True, exist_ok=True)
+    batch = [
+        {"name": name, "args": args, "module": (modules or {}).get(name, PREPARE_MAIN),
+         "log": str(logs / name), "cwd": str((cwd or {}).get(name) or "")}
+        for name, args in cases.items()
+    ]  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "-c", BATCH, json.dumps(batch)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=900,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    codes = json.loads(ran.stdout.strip().splitlines()[-1])
+    return {
+        name: subprocess.CompletedProcess(
+            args, codes[name], (logs / f"{name}.out").read_text(),
+            (logs / f"{name}.err").read_text(),
+        )
+        for name, args in cases.items()
+    }  # fmt: skip
+
+
+def prepare_args(
+    model: Path | str,
+    output: Path,
+    *data: Path | str,
+    extra: tuple[str, ...] = (),
+    workers: int = 2,
+    seq_length: int = 512,
+) -> list[str]:
+    """prepare_data's arguments as ``prepare`` passes them."""
     data_args = [arg for path in data for arg in ("--data", str(path))]
-    return run_prepare(
+    return [
         "--model", str(model), *data_args, "--output", str(output),
         "--seq-length", str(seq_length), "--num-preprocessing-workers", str(workers), *extra,
-        **env,
-    )  # fmt: skip
+    ]  # fmt: skip
 
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess:

@@ -3,13 +3,12 @@ installed release and a dry run over data, on the bundled demo model and sample 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import RENDERS, last_line, subprocess_env
+from conftest import PACKAGE_MAIN, RENDERS, last_line, run_batch
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.demo.gallery import GALLERY_REJECTS, gallery_template
@@ -20,15 +19,29 @@ from speculators_qwen_compat.doctor.template_profile import profile_template
 PREFIX = "speculators_qwen_compat: error: "
 
 
-def _doctor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "speculators_qwen_compat", "doctor", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=subprocess_env(),
-        timeout=600,
+@pytest.fixture(scope="module")
+def doctor_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The doctor runs of the tests below in one interpreter (conftest.run_batch), each with
+    its own stdout, stderr and working directory: name -> result, and the paths they name."""
+    work = tmp_path_factory.mktemp("doctor")
+    paths = {"demo_cwd": work / "demo-cwd", "gen": work / "gen", "none": work / "no-such-model",
+             "no_data": work / "none.jsonl"}  # fmt: skip
+    paths["demo_cwd"].mkdir()
+    model = demo.write_model(paths["gen"], template=gallery_template("generation_tags"))
+    cases = {
+        "demo": ["doctor", "--model", str(demo.MODEL_DIR), "--data", str(demo.OPENAI_SAMPLE),
+                 "--data", str(demo.SHAREGPT_SAMPLE), "--seq-length", "512"],
+        # The first 31 rows of the OpenAI sample: 30 good ones and an assistant-only one.
+        "generation_tags": ["doctor", "--model", str(model), "--data", str(demo.OPENAI_SAMPLE),
+                            "--rows", "31"],
+        "missing_model": ["doctor", "--model", str(paths["none"])],
+        "missing_data": ["doctor", "--model", str(demo.MODEL_DIR), "--data",
+                         str(paths["no_data"])],
+    }  # fmt: skip
+    results = run_batch(
+        work / "logs", cases, dict.fromkeys(cases, PACKAGE_MAIN), {"demo": paths["demo_cwd"]}
     )
+    return {"paths": paths, **results}
 
 
 def _tokenizer(model: Path):
@@ -37,11 +50,9 @@ def _tokenizer(model: Path):
     return AutoTokenizer.from_pretrained(str(model))
 
 
-def test_demo_model_and_data(tmp_path: Path) -> None:
-    result = _doctor(
-        "--model", str(demo.MODEL_DIR), "--data", str(demo.OPENAI_SAMPLE),
-        "--data", str(demo.SHAREGPT_SAMPLE), "--seq-length", "512", cwd=tmp_path,
-    )  # fmt: skip
+def test_demo_model_and_data(doctor_runs: dict[str, Any]) -> None:
+    result = doctor_runs["demo"]
+    tmp_path = doctor_runs["paths"]["demo_cwd"]  # its working directory
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     for line in (
@@ -72,10 +83,8 @@ def test_demo_model_and_data(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [], "doctor wrote something"
 
 
-def test_generation_tags_template_and_rows_limit(tmp_path: Path) -> None:
-    model = demo.write_model(tmp_path / "gen", template=gallery_template("generation_tags"))
-    # The first 31 rows of the OpenAI sample: 30 good ones and an assistant-only one.
-    result = _doctor("--model", str(model), "--data", str(demo.OPENAI_SAMPLE), "--rows", "31")
+def test_generation_tags_template_and_rows_limit(doctor_runs: dict[str, Any]) -> None:
+    result = doctor_runs["generation_tags"]
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "  generation tags:        yes" in out
@@ -88,19 +97,19 @@ def test_generation_tags_template_and_rows_limit(tmp_path: Path) -> None:
         assert "<|im_end|>]]" in out
 
 
-def test_missing_model_is_one_line(tmp_path: Path) -> None:
-    result = _doctor("--model", str(tmp_path / "no-such-model"))
+def test_missing_model_is_one_line(doctor_runs: dict[str, Any]) -> None:
+    result = doctor_runs["missing_model"]
+    missing = doctor_runs["paths"]["none"]
     assert result.returncode == 1
-    assert (
-        last_line(result.stderr) == f"{PREFIX}--model {tmp_path / 'no-such-model'}: no such folder"
-    )
+    assert last_line(result.stderr) == f"{PREFIX}--model {missing}: no such folder"
     assert result.stdout == ""
 
 
-def test_missing_data_is_one_line(tmp_path: Path) -> None:
-    result = _doctor("--model", str(demo.MODEL_DIR), "--data", str(tmp_path / "none.jsonl"))
+def test_missing_data_is_one_line(doctor_runs: dict[str, Any]) -> None:
+    result = doctor_runs["missing_data"]
+    missing = doctor_runs["paths"]["no_data"]
     assert result.returncode == 1
-    assert last_line(result.stderr) == f"{PREFIX}--data {tmp_path / 'none.jsonl'}: no such file"
+    assert last_line(result.stderr) == f"{PREFIX}--data {missing}: no such file"
 
 
 @pytest.mark.parametrize(

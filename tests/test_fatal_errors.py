@@ -1,15 +1,13 @@
 """Fatal problems end with one line ``speculators_qwen_compat: error: ...`` and exit 1; bad rows
 are skipped and counted instead.
 
-The single-run cases go through one interpreter (BATCH): ``prepare_data``'s ``main`` called
-once per case, with the case's own stdout, stderr (file descriptors 1 and 2) and environment,
-so the suite pays the start-up and imports once, not ten times; each test checks its cases."""
+The single-run cases go through one interpreter (conftest.run_batch: ``prepare_data``'s ``main``
+once per case, with the case's own stdout, stderr and environment), so the suite pays the
+start-up and imports once, not ten times; each test checks its own cases."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,50 +16,19 @@ from conftest import (
     good_rows,
     last_line,
     prepare,
+    prepare_args,
     read_report,
     rejected_rows,
-    subprocess_env,
+    run_batch,
     write_dataset,
 )
 
 PREFIX = "speculators_qwen_compat: error: "
 
-#: Runs ``main(args)`` of the entry point once per case; per case: its exit code, and its stdout
-#: and stderr as the file descriptors saw them (logging's handlers and tracebacks included).
-BATCH = """
-import json, os, sys
-from speculators_qwen_compat.cli.prepare_data import main
-
-cases, results = json.loads(sys.argv[1]), {}
-for case in cases:
-    saved_env = dict(os.environ)
-    sys.stdout.flush(); sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    paths = case["log"] + ".out", case["log"] + ".err"
-    for fd, path in zip((1, 2), paths):
-        sink = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.dup2(sink, fd)
-        os.close(sink)
-    try:
-        code = main(case["args"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.stdout.flush(); sys.stderr.flush()
-        for fd, old in zip((1, 2), saved):
-            os.dup2(old, fd)
-            os.close(old)
-        os.environ.clear()
-        os.environ.update(saved_env)
-    results[case["name"]] = code
-print(json.dumps(results))
-"""
-
 
 def _args(model: Path | str, data: Path | str, output: Path, *extra: str) -> list[str]:
-    """prepare_data's arguments as conftest.prepare builds them, one map worker."""
-    return ["--model", str(model), "--data", str(data), "--output", str(output),
-            "--seq-length", "512", "--num-preprocessing-workers", "1", *extra]  # fmt: skip
+    """prepare_data's arguments as ``_prepare`` passes them (one map worker)."""
+    return prepare_args(model, output, data, extra=extra, workers=1)
 
 
 def _prepare(model: Path | str, data: Path | str, output: Path, *extra: str):
@@ -70,7 +37,7 @@ def _prepare(model: Path | str, data: Path | str, output: Path, *extra: str):
 
 @pytest.fixture(scope="module")
 def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every single-run case, run by BATCH: name -> (paths, CompletedProcess-like result)."""
+    """Every single-run case in one interpreter (run_batch): the paths and, by name, results."""
     work = tmp_path_factory.mktemp("fatal")
     paths: dict[str, Path] = {}
     runs: dict[str, list[str]] = {}
@@ -104,22 +71,7 @@ def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     empty.write_text("")
     case("empty", *_args(qwen36_dir, empty, work / "o2"))
 
-    logs = work / "logs"
-    logs.mkdir()
-    batch = [{"name": n, "args": a, "log": str(logs / n)} for n, a in runs.items()]
-    ran = subprocess.run(
-        [sys.executable, "-c", BATCH, json.dumps(batch)],
-        capture_output=True, text=True, env=subprocess_env(), timeout=900,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    codes = json.loads(ran.stdout.strip().splitlines()[-1])
-    results = {
-        name: subprocess.CompletedProcess(
-            runs[name], codes[name],
-            (logs / f"{name}.out").read_text(), (logs / f"{name}.err").read_text(),
-        )
-        for name in runs
-    }  # fmt: skip
+    results = run_batch(work / "logs", runs)
     return {"paths": paths, "results": results}
 
 

@@ -13,7 +13,17 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from conftest import RENDERS, last_line, prepare, read_report, run_python
+import pytest
+from conftest import (
+    PACKAGE_MAIN,
+    RENDERS,
+    last_line,
+    prepare,
+    prepare_args,
+    read_report,
+    run_batch,
+    run_python,
+)
 from format_corpus import NOTHING, Kept, Skip, formats, quality_files, write_format
 from mask_oracle import load_rows
 
@@ -157,25 +167,48 @@ def test_formats_in_one_run(qwen36_dir: Path, tmp_path: Path) -> None:
     print(f"formats run: {time.monotonic() - started:.1f}s")
 
 
-def test_flat_data_error_names_the_mapping_and_strict_data_is_fatal(
-    qwen36_dir: Path, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def short_runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The short runs of the tests below (flat data, --strict-data, doctor, a bad
+    --unknown-roles) in one interpreter (conftest.run_batch): name -> result, and paths."""
+    tmp_path = tmp_path_factory.mktemp("short")
     # Open-Orca/OpenOrca card: id, system_prompt, question, response
     orca = tmp_path / "orca.jsonl"
     row = {"id": "niv.1", "system_prompt": "You are an AI assistant.",
            "question": "Translate 'hi'.", "response": "Bonjour."}  # fmt: skip
     orca.write_text(json.dumps(row) + "\n")
-    result = prepare(qwen36_dir, tmp_path / "o", orca)
+    placeholder = tmp_path / "ok.jsonl"
+    rows, _ = quality_files()["placeholder_ok"]
+    placeholder.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "ok.jsonl").write_text(placeholder.read_text())
+    for fmt in formats(RENDERS):
+        if fmt.name in ("sharegpt_vicuna", "on_policy_model_roles"):
+            write_format(folder, fmt)
+    cases = {
+        "orca": prepare_args(qwen36_dir, tmp_path / "o", orca),
+        "strict": prepare_args(qwen36_dir, tmp_path / "s", placeholder, extra=("--strict-data",)),
+        "doctor": ["doctor", "--model", str(qwen36_dir), "--data", str(folder),
+                   "--seq-length", "512", "--unknown-roles", "skip"],
+        "bad_roles": ["--unknown-roles", "x"],
+    }  # fmt: skip
+    results = run_batch(tmp_path / "logs", cases, {"doctor": PACKAGE_MAIN})
+    return {"paths": {"tmp": tmp_path, "orca": orca, "folder": folder}, **results}
+
+
+def test_flat_data_error_names_the_mapping_and_strict_data_is_fatal(
+    short_runs: dict[str, Any],
+) -> None:
+    orca, tmp_path = short_runs["paths"]["orca"], short_runs["paths"]["tmp"]
+    result = short_runs["orca"]
     assert result.returncode == 1
     assert last_line(result.stderr) == (
         f"speculators_qwen_compat: error: {orca}: no conversation column (columns found: id, "
         "question, response, system_prompt); this looks like flat instruction data: pass "
         "--prompt-column question --response-column response --system-column system_prompt"
     )
-    placeholder = tmp_path / "ok.jsonl"
-    rows, _ = quality_files()["placeholder_ok"]
-    placeholder.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    strict = prepare(qwen36_dir, tmp_path / "s", placeholder, extra=("--strict-data",))
+    strict = short_runs["strict"]
     assert strict.returncode == 1
     message = last_line(strict.stderr)
     assert message.startswith("speculators_qwen_compat: error: --strict-data: data warnings: 8 ")
@@ -212,24 +245,9 @@ def test_our_errors_are_the_types_upstream_raises() -> None:
     assert missing[1:4] == [False, True, True], missing  # datasets' FileNotFoundError
 
 
-def test_doctor_names_the_warnings(qwen36_dir: Path, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from conftest import subprocess_env
-
-    folder = tmp_path / "data"
-    folder.mkdir()
-    rows, _ = quality_files()["placeholder_ok"]
-    (folder / "ok.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    for fmt in formats(RENDERS):
-        if fmt.name in ("sharegpt_vicuna", "on_policy_model_roles"):
-            write_format(folder, fmt)
-    result = subprocess.run(
-        [sys.executable, "-m", "speculators_qwen_compat", "doctor", "--model", str(qwen36_dir),
-         "--data", str(folder), "--seq-length", "512", "--unknown-roles", "skip"],
-        capture_output=True, text=True, env=subprocess_env(), timeout=600,
-    )  # fmt: skip
+def test_doctor_names_the_warnings(short_runs: dict[str, Any]) -> None:
+    folder = short_runs["paths"]["folder"]
+    result = short_runs["doctor"]
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "  data warnings: 2" in out
@@ -238,10 +256,7 @@ def test_doctor_names_the_warnings(qwen36_dir: Path, tmp_path: Path) -> None:
     assert "what to do: a drafter trained on them learns to say them: regenerate" in out
     assert "sharegpt_vicuna" not in out.split("data warnings")[1].split("sample (")[0]
     assert "    1 x \"unknown role 'Qwen3-32B'\" (e.g. " in out  # --unknown-roles skip
-    bad = subprocess.run(
-        [sys.executable, "-m", "speculators_qwen_compat.prepare_data", "--unknown-roles", "x"],
-        capture_output=True, text=True, env=subprocess_env(), timeout=600,
-    )  # fmt: skip
+    bad = short_runs["bad_roles"]
     assert last_line(bad.stderr) == (
         "speculators_qwen_compat: error: --unknown-roles x: choose one of release, assistant, "
         "drop, skip"

@@ -1,5 +1,8 @@
 """Shared helpers. The suite runs inside one release's venv (see the Makefile); every
-prepare_data run is a subprocess of that venv's Python, the way users run it."""
+prepare_data run is a subprocess of that venv's Python, the way users run it. Where a module
+makes several runs whose start-up is not what it tests, ``run_batch`` makes them in one such
+subprocess (the entry point's ``main`` once per run): start-up and imports cost several seconds
+of CPU each, the bulk of a tiny run."""
 
 from __future__ import annotations
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import RELEASE, RENDERS, prepare, read_report
+from conftest import RELEASE, RENDERS, prepare_args, read_report, run_batch
 from hostile_corpus import as_sharegpt, corpus, jsonl
 from mask_oracle import check_masks, load_rows
 from packaging.version import Version
@@ -24,21 +25,37 @@ FILE_LEVEL = {
 }
 
 
-def _prepare(model: Path, output: Path, *data: Path):
-    return prepare(model, output, *data, seq_length=SEQ)
+@pytest.fixture(scope="module")
+def runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The three runs of the tests below in one interpreter (conftest.run_batch): name ->
+    (data path, output folder, result)."""
+    work = tmp_path_factory.mktemp("hostile")
+    places: dict[str, tuple[Any, Path]] = {}
+    for form in ("openai", "sharegpt"):
+        folder = work / form
+        folder.mkdir()
+        rows = [
+            as_sharegpt(row) if form == "sharegpt" else row for row, _ in corpus(RENDERS).values()
+        ]
+        data = folder / "corpus.jsonl"
+        data.write_text(jsonl(rows) + "".join(line + "\n" for line in FILE_LEVEL.values()), "utf-8")
+        places[form] = (data, folder / "out")
+    places["folders"] = (_folders_and_files(work / "folders"), work / "folders" / "out")
+    cases = {
+        name: prepare_args(qwen36_dir, output, *(data if isinstance(data, list) else [data]),
+                           seq_length=SEQ)
+        for name, (data, output) in places.items()
+    }  # fmt: skip
+    results = run_batch(work / "logs", cases)
+    return {name: (*places[name], results[name]) for name in places}
 
 
 @pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
-def test_corpus(qwen36_dir: Path, tmp_path: Path, sharegpt: bool) -> None:
+def test_corpus(qwen36_dir: Path, runs: dict[str, Any], sharegpt: bool) -> None:
     cases = corpus(RENDERS)
     assert len(cases) >= 30
     rows = [as_sharegpt(row) if sharegpt else row for row, _ in cases.values()]
-    data = tmp_path / "corpus.jsonl"
-    text = jsonl(rows)
-    data.write_text(text + "".join(line + "\n" for line in FILE_LEVEL.values()), "utf-8")
-    output = tmp_path / "out"
-
-    result = _prepare(qwen36_dir, output, data)
+    data, output, result = runs["sharegpt" if sharegpt else "openai"]
     assert result.returncode == 0, result.stderr[-3000:]
 
     report = read_report(output)
@@ -56,7 +73,8 @@ def test_corpus(qwen36_dir: Path, tmp_path: Path, sharegpt: bool) -> None:
     )
 
 
-def test_folders_json_arrays_bom_and_several_files(qwen36_dir: Path, tmp_path: Path) -> None:
+def _folders_and_files(tmp_path: Path) -> list[Path]:
+    """A folder (a BOM, a nested JSON array, a file that is not data) and one more file."""
     good = [row for row, reason in corpus(RENDERS).values() if reason is None]
     folder = tmp_path / "folder"
     (folder / "nested").mkdir(parents=True)
@@ -66,9 +84,12 @@ def test_folders_json_arrays_bom_and_several_files(qwen36_dir: Path, tmp_path: P
     (folder / "notes.txt").write_text("not data")
     extra = tmp_path / "c.jsonl"
     extra.write_text(jsonl([as_sharegpt(r) for r in good[12:]]), "utf-8")
-    output = tmp_path / "out"
+    return [folder, extra]
 
-    result = _prepare(qwen36_dir, output, folder, extra)
+
+def test_folders_json_arrays_bom_and_several_files(qwen36_dir: Path, runs: dict[str, Any]) -> None:
+    good = [row for row, reason in corpus(RENDERS).values() if reason is None]
+    _, output, result = runs["folders"]
     assert result.returncode == 0, result.stderr[-3000:]
     report = read_report(output)
     assert report["conversations_in"] == len(good)

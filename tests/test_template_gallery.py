@@ -10,7 +10,6 @@ closing ``<|im_end|>`` as well; the other two take upstream's regex pattern.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from conftest import (
     good_rows,
     read_report,
     rejected_rows,
-    run_prepare,
+    run_batch,
     write_dataset,
 )
 from mask_oracle import check_masks, load_rows
@@ -78,18 +77,30 @@ def _reason(template: str, kind: str) -> str | None:
     return GALLERY_REJECTS[template] if kind in REJECTS[template] else None
 
 
+@pytest.fixture(scope="module")
+def gallery_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One prepare_data run per gallery template, all in one interpreter (conftest.run_batch):
+    name -> (model folder, output folder, result)."""
+    work = tmp_path_factory.mktemp("gallery")
+    data = write_dataset(work / "data.jsonl", [row for _, row in _kinds()])
+    folders = {}
+    for name in GALLERY:
+        model = demo.write_model(work / name, template=gallery_template(name))
+        folders[name] = (model, work / f"out-{name}")
+    cases = {
+        name: ["--model", str(model), "--data", str(data), "--output", str(output),
+               "--seq-length", SEQ_LENGTH, "--num-preprocessing-workers", "1"]
+        for name, (model, output) in folders.items()
+    }  # fmt: skip
+    results = run_batch(work / "logs", cases)
+    return {name: (*folders[name], results[name]) for name in GALLERY}
+
+
 @pytest.mark.parametrize("name", GALLERY)
-def test_gallery_template_masks_and_skips(name: str, tmp_path: Path) -> None:
-    model = demo.write_model(tmp_path / name, template=gallery_template(name))
+def test_gallery_template_masks_and_skips(name: str, gallery_runs: dict[str, Any]) -> None:
+    model, output, result = gallery_runs[name]
     kinds = _kinds()
     rows = [row for _, row in kinds]
-    data = write_dataset(tmp_path / "data.jsonl", rows)
-    output = tmp_path / "out"
-
-    result = run_prepare(
-        "--model", str(model), "--data", str(data), "--output", str(output),
-        "--seq-length", SEQ_LENGTH, "--num-preprocessing-workers", "1",
-    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
 
     kept = [row for kind, row in kinds if _reason(name, kind) is None]

@@ -61,12 +61,19 @@ def prepare(
 
 #: Runs an entry point's ``main(args)`` once per case in one interpreter; per case its exit code,
 #: its stdout and stderr as file descriptors 1 and 2 saw them (logging's handlers and tracebacks
-#: included), its own environment and working directory, both put back after it.
+#: included), its own environment and working directory, both put back after it. A case may
+#: first write or unlink files (``write``: path -> text, ``unlink``: paths) and afterwards copy
+#: files the test wants to see as they were then (``copy_after``: path -> copy).
 BATCH = """
-import importlib, json, os, sys
+import importlib, json, os, shutil, sys
 
 cases, results = json.loads(sys.argv[1]), {}
 for case in cases:
+    for path, text in case.get("write", {}).items():
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    for path in case.get("unlink", []):
+        os.unlink(path)
     main = importlib.import_module(case["module"]).main
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     sys.stdout.flush(); sys.stderr.flush()
@@ -89,7 +96,10 @@ for case in cases:
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-    results[case["name"]] = code
+    results[case["name"]] = 0 if code is None else code  # as sys.exit(main()) would exit
+    for source, copy in case.get("copy_after", {}).items():
+        if os.path.exists(source):
+            shutil.copyfile(source, copy)
 print(json.dumps(results))
 """
 PREPARE_MAIN = "speculators_qwen_compat.cli.prepare_data"
@@ -101,20 +111,25 @@ def run_batch(
     cases: dict[str, list[str]],
     modules: dict[str, str] | None = None,
     cwd: dict[str, Path] | None = None,
+    steps: dict[str, dict[str, Any]] | None = None,
+    **env: str,
 ) -> dict[str, subprocess.CompletedProcess]:
     """Several entry-point runs (``main(args)`` of PREPARE_MAIN, or of ``modules[name]``) in one
     interpreter of this venv: one start-up and one import of torch, transformers and
     speculators for all of them, where each ``python -m`` run pays its own (several seconds).
-    Name -> a CompletedProcess of that case alone."""
+    ``steps``: per case its file steps (BATCH). ``env``: the interpreter's environment on top of
+    subprocess_env's. Name -> a
+    CompletedProcess of that case alone."""
     logs.mkdir(parents=True, exist_ok=True)
     batch = [
         {"name": name, "args": args, "module": (modules or {}).get(name, PREPARE_MAIN),
-         "log": str(logs / name), "cwd": str((cwd or {}).get(name) or "")}
+         "log": str(logs / name), "cwd": str((cwd or {}).get(name) or ""),
+         **(steps or {}).get(name, {})}
         for name, args in cases.items()
     ]  # fmt: skip
     ran = subprocess.run(
         [sys.executable, "-c", BATCH, json.dumps(batch)],
-        capture_output=True, text=True, env=subprocess_env(), timeout=900,
+        capture_output=True, text=True, env=subprocess_env(**env), timeout=900,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
     codes = json.loads(ran.stdout.strip().splitlines()[-1])

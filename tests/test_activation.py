@@ -42,25 +42,36 @@ def test_install_uninstall_install() -> None:
     assert inspect.unwrap(P._preprocess_batch) is original
 
 
-def test_status_json_per_release() -> None:
-    result = run_python(
-        "from speculators_qwen_compat.__main__ import main; main(['status', '--json'])"
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+PATCHED = (
+    "import speculators.data_generation.preprocessing as P, speculators_qwen_compat as c;"
+    "print(hasattr(P._preprocess_batch, '__wrapped__'), c.installed())"
+)
+STATUS = "from speculators_qwen_compat.__main__ import main; main(['status', '--json'])"
+
+
+@pytest.fixture(scope="module")
+def default_venv() -> tuple[list[str], str]:
+    """One fresh interpreter with the venv as installed (the switch unset): PATCHED's words,
+    then ``status --json``'s output."""
+    result = run_python(PATCHED + "\n" + STATUS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, _, rest = result.stdout.partition("\n")
+    return first.split(), rest
+
+
+def test_status_json_per_release(default_venv: tuple[list[str], str]) -> None:
+    report = json.loads(default_venv[1])
     assert report["speculators"] == str(RELEASE)
     assert report["tested"] is True, f"{RELEASE} is not in releases.TESTED_RELEASES"
     states = {p["name"]: p["state"] for p in report["patches"]}
     assert states == TESTED_RELEASES[str(RELEASE)].fixes
 
 
-def test_switched_off_venv_wide_leaves_upstream_untouched() -> None:
-    code = (
-        "import speculators.data_generation.preprocessing as P, speculators_qwen_compat as c;"
-        "print(hasattr(P._preprocess_batch, '__wrapped__'), c.installed())"
-    )
-    assert run_python(code, SPECULATORS_QWEN_COMPAT="0").stdout.split() == ["False", "False"]
-    assert run_python(code).stdout.split() == ["True", "True"]
+def test_switched_off_venv_wide_leaves_upstream_untouched(
+    default_venv: tuple[list[str], str],
+) -> None:
+    assert run_python(PATCHED, SPECULATORS_QWEN_COMPAT="0").stdout.split() == ["False", "False"]
+    assert default_venv[0] == ["True", "True"]
 
 
 def test_single_fixes_switched_off_by_name() -> None:

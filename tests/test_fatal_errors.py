@@ -3,7 +3,7 @@ are skipped and counted instead.
 
 The single-run cases go through one interpreter (conftest.run_batch: ``prepare_data``'s ``main``
 once per case, with the case's own stdout, stderr and environment), so the suite pays the
-start-up and imports once, not ten times; each test checks its own cases."""
+start-up and imports once, not thirteen times; each test checks its own cases."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 from conftest import (
     good_rows,
     last_line,
-    prepare,
     prepare_args,
     read_report,
     rejected_rows,
@@ -29,10 +28,6 @@ PREFIX = "speculators_qwen_compat: error: "
 def _args(model: Path | str, data: Path | str, output: Path, *extra: str) -> list[str]:
     """prepare_data's arguments as ``_prepare`` passes them (one map worker)."""
     return prepare_args(model, output, data, extra=extra, workers=1)
-
-
-def _prepare(model: Path | str, data: Path | str, output: Path, *extra: str):
-    return prepare(model, output, data, extra=extra, workers=1)
 
 
 @pytest.fixture(scope="module")
@@ -128,14 +123,25 @@ def test_a_file_of_garbage_and_an_empty_file(cases: dict) -> None:
 
 
 def test_overwrite_refuses_to_delete_other_files(qwen36_dir: Path, tmp_path: Path) -> None:
+    """Three runs into one folder, in one interpreter (run_batch): a first run, an --overwrite
+    refused because of a file of the user's, and one allowed once the file is gone."""
     data = write_dataset(tmp_path / "d.jsonl", good_rows(3))
     output = tmp_path / "out"
-    assert _prepare(qwen36_dir, data, output).returncode == 0
-    (output / "notes.txt").write_text("mine")
-    message = _fatal(_prepare(qwen36_dir, data, output, "--overwrite"))
+    notes, kept = output / "notes.txt", tmp_path / "notes-after-refusal.txt"
+    cases = {
+        "first": _args(qwen36_dir, data, output),
+        "refused": _args(qwen36_dir, data, output, "--overwrite"),
+        "rerun": _args(qwen36_dir, data, output, "--overwrite"),
+    }
+    steps = {
+        "refused": {"write": {str(notes): "mine"}, "copy_after": {str(notes): str(kept)}},
+        "rerun": {"unlink": [str(notes)]},
+    }
+    results = run_batch(tmp_path / "logs", cases, steps=steps)
+    assert results["first"].returncode == 0, results["first"].stderr[-3000:]
+    message = _fatal(results["refused"])
     assert "notes.txt" in message
-    assert (output / "notes.txt").read_text() == "mine"
-    (output / "notes.txt").unlink()
-    rerun = _prepare(qwen36_dir, data, output, "--overwrite")
+    assert kept.read_text() == "mine"  # notes.txt as the refused run left it
+    rerun = results["rerun"]
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads((output / "compat_report.json").read_text())["rows_out"] > 0

@@ -23,9 +23,10 @@ from conftest import (
     as_written,
     good_rows,
     last_line,
-    prepare,
+    prepare_args,
     read_report,
     rejected_rows,
+    run_batch,
     run_prepare,
     write_dataset,
 )
@@ -124,32 +125,49 @@ def test_seed_command_line(
     assert read_report(run.output)["conversations_in"] == len(run.rows)
 
 
-def test_file_mixing_formats_row_by_row(qwen36_dir: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def short_runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The runs of the three tests below in one interpreter (conftest.run_batch): name ->
+    (the good rows as written, output folder, result)."""
+    work = tmp_path_factory.mktemp("short")
     good = good_rows(12)
-    data = tmp_path / "mixed.jsonl"
-    write_dataset(data, good[::2])
-    with data.open("a", encoding="utf-8") as fh:
-        fh.write(write_dataset(tmp_path / "sg.jsonl", good[1::2], sharegpt=True).read_text())
-    good = good[::2] + as_written(good[1::2], sharegpt=True)
-    output = tmp_path / "out"
-    result = prepare(qwen36_dir, output, data)
+    mixed = work / "mixed.jsonl"
+    write_dataset(mixed, good[::2])
+    with mixed.open("a", encoding="utf-8") as fh:
+        fh.write(write_dataset(work / "sg.jsonl", good[1::2], sharegpt=True).read_text())
+    dialogue = [{"dialogue": row["messages"]} for row in good_rows(6)]
+    keyed = write_dataset(work / "d.jsonl", dialogue)
+    places = {
+        "mixed": (good[::2] + as_written(good[1::2], sharegpt=True), work / "out-mixed"),
+        "key": (dialogue, work / "out-key"),
+        "help": ([], work / "none"),
+    }
+    cases = {
+        "mixed": prepare_args(qwen36_dir, places["mixed"][1], mixed),
+        "key": prepare_args(qwen36_dir, places["key"][1], keyed,
+                            extra=("--conversations-key", "dialogue"), workers=1),
+        "help": ["--help"],
+    }  # fmt: skip
+    results = run_batch(work / "logs", cases)
+    return {name: (*places[name], results[name]) for name in places}
+
+
+def test_file_mixing_formats_row_by_row(qwen36_dir: Path, short_runs: dict[str, Any]) -> None:
+    good, output, result = short_runs["mixed"]
     assert result.returncode == 0, result.stderr[-3000:]
     check_masks(qwen36_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)
     assert read_report(output)["skipped"] == {}
 
 
-def test_conversations_key_names_another_column(qwen36_dir: Path, tmp_path: Path) -> None:
-    rows = [{"dialogue": row["messages"]} for row in good_rows(6)]
-    data = write_dataset(tmp_path / "d.jsonl", rows)
-    output = tmp_path / "out"
-    result = prepare(qwen36_dir, output, data, extra=("--conversations-key", "dialogue"), workers=1)
+def test_conversations_key_names_another_column(short_runs: dict[str, Any]) -> None:
+    _, output, result = short_runs["key"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert read_report(output)["conversations_in"] == 6
     assert load_rows(output)
 
 
-def test_help_lists_release_flags_and_ours() -> None:
-    result = run_prepare("--help")
+def test_help_lists_release_flags_and_ours(short_runs: dict[str, Any]) -> None:
+    result = short_runs["help"][2]
     assert result.returncode == 0, result.stderr
     for flag in (
         "--model",

@@ -14,9 +14,19 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import RELEASE, RENDERS, as_written, good_rows, prepare, read_report, rejected_rows
+from conftest import (
+    RELEASE,
+    RENDERS,
+    as_written,
+    good_rows,
+    prepare_args,
+    read_report,
+    rejected_rows,
+    run_batch,
+)
 from hostile_corpus import as_sharegpt, corpus, jsonl
 from mask_oracle import check_masks, load_rows
 from packaging.version import Version
@@ -38,20 +48,38 @@ def real_model(destination: Path, style: str) -> Path:
     return destination
 
 
-@pytest.mark.parametrize(("fmt", "style"), RUNS, ids=[f"{f}-{s}" for f, s in RUNS])
-def test_real_vocabulary_masks_and_skips(tmp_path: Path, fmt: str, style: str) -> None:
-    model = real_model(tmp_path / "model", style)
-    sharegpt = fmt == "sharegpt"
+def _rows() -> tuple[list, list, list, list]:
+    """(hostile cases, sample conversations, rejected ones, every row in file order)."""
     cases = list(corpus(RENDERS).values())
     samples = good_rows(12, seed=11)
     rejected = rejected_rows()
     rows = [row for row, _ in cases] + samples[:6] + [row for _, row in rejected] + samples[6:]
-    written = [as_sharegpt(row) for row in rows] if sharegpt else rows
-    data = tmp_path / "data.jsonl"
-    data.write_text(jsonl(written), "utf-8")
-    output = tmp_path / "out"
+    return cases, samples, rejected, rows
 
-    result = prepare(model, output, data, seq_length=SEQ)
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Both runs in one interpreter (conftest.run_batch): name -> (model, output, result)."""
+    work = tmp_path_factory.mktemp("real-vocab")
+    places, cases = {}, {}
+    for fmt, style in RUNS:
+        name = f"{fmt}-{style}"
+        model = real_model(work / name / "model", style)
+        rows = _rows()[3]
+        written = [as_sharegpt(row) for row in rows] if fmt == "sharegpt" else rows
+        data = work / name / "data.jsonl"
+        data.write_text(jsonl(written), "utf-8")
+        places[name] = (model, work / name / "out")
+        cases[name] = prepare_args(model, places[name][1], data, seq_length=SEQ)
+    results = run_batch(work / "logs", cases)
+    return {name: (*places[name], results[name]) for name in places}
+
+
+@pytest.mark.parametrize(("fmt", "style"), RUNS, ids=[f"{f}-{s}" for f, s in RUNS])
+def test_real_vocabulary_masks_and_skips(runs: dict[str, Any], fmt: str, style: str) -> None:
+    model, output, result = runs[f"{fmt}-{style}"]
+    sharegpt = fmt == "sharegpt"
+    cases, samples, rejected, rows = _rows()
     assert result.returncode == 0, result.stderr[-3000:]
 
     good = [as_sharegpt(r) if sharegpt else r for r, reason in cases if reason is None]

@@ -8,9 +8,10 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import good_rows, read_report, run_prepare, run_python, write_dataset
+from conftest import PACKAGE_MAIN, good_rows, prepare_args, read_report, run_batch, write_dataset
 
 SIMULATED = "0.99.0"
 RENAMED = "_normalize_conversation"
@@ -42,11 +43,27 @@ def simulated_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
-def test_status_on_an_unknown_release(simulated_site: Path) -> None:
-    result = run_python(
-        "from speculators_qwen_compat.__main__ import main; main(['status', '--json'])",
-        PYTHONPATH=_first_on_path(simulated_site),
+@pytest.fixture(scope="module")
+def runs(
+    simulated_site: Path, qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """``status --json`` and a prepare_data run on the simulated release, in one interpreter
+    with the simulated release first on its path (conftest.run_batch)."""
+    work = tmp_path_factory.mktemp("unknown")
+    data = write_dataset(work / "sharegpt.jsonl", good_rows(8), sharegpt=True)
+    output = work / "out"
+    cases = {
+        "status": ["status", "--json"],
+        "prepare": prepare_args(qwen36_dir, output, data, workers=1),
+    }
+    results = run_batch(
+        work / "logs", cases, {"status": PACKAGE_MAIN}, PYTHONPATH=_first_on_path(simulated_site)
     )
+    return {"output": output, **results}
+
+
+def test_status_on_an_unknown_release(runs: dict[str, Any]) -> None:
+    result = runs["status"]
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["speculators"] == SIMULATED
@@ -59,16 +76,8 @@ def test_status_on_an_unknown_release(simulated_site: Path) -> None:
     assert "failed" not in {p["state"] for p in report["patches"]}
 
 
-def test_prepare_data_still_works_on_an_unknown_release(
-    simulated_site: Path, qwen36_dir: Path, tmp_path: Path
-) -> None:
-    data = write_dataset(tmp_path / "sharegpt.jsonl", good_rows(8), sharegpt=True)
-    output = tmp_path / "out"
-    result = run_prepare(
-        "--model", str(qwen36_dir), "--data", str(data), "--output", str(output),
-        "--seq-length", "512", "--num-preprocessing-workers", "1",
-        PYTHONPATH=_first_on_path(simulated_site),
-    )  # fmt: skip
+def test_prepare_data_still_works_on_an_unknown_release(runs: dict[str, Any]) -> None:
+    output, result = runs["output"], runs["prepare"]
     assert result.returncode == 0, result.stderr[-3000:]
     report = read_report(output)
     assert report["speculators"] == SIMULATED

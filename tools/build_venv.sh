@@ -41,6 +41,9 @@ if [ ! -e "$root/.venvs" ] && [ ! -L "$root/.venvs" ]; then
 fi
 venvs="${VENVS:-$root/.venvs}"
 mkdir -p "$venvs"
+# Build through the real path: pip writes the interpreter's path into every console script
+# (torchrun, vllm, ...), and a path through a checkout's .venvs link dies with that checkout.
+venvs="$(cd "$venvs" && pwd -P)"
 
 recipe_hash() {  # recipe_hash RECIPE FILE...: hash of the recipe text, the files' text, the Python
   { echo "$1"; shift; local f; for f in "$@"; do echo "== $(basename "$f")"; cat "$f"; done
@@ -56,6 +59,22 @@ fresh() {  # fresh STAMP HASH INPUT...: true when STAMP already holds HASH (adop
   local input
   for input in "$@"; do [ "$input" -nt "$stamp" ] && return 1; done
   echo "$hash" > "$stamp"
+}
+
+repair_scripts() {  # repair_scripts VENV: console scripts whose interpreter is gone use VENV's
+  # (venvs built before the real-path rule above wrote a clean clone's link path into them; their
+  # content-hash stamps never rebuild them, so the first line is rewritten instead)
+  local dir="$1" script first interpreter
+  for script in "$dir"/bin/*; do
+    [ -f "$script" ] && [ ! -L "$script" ] || continue
+    IFS= read -r first < "$script" 2>/dev/null || continue
+    case "$first" in
+      "#!"*python*)
+        interpreter="${first#\#!}"; interpreter="${interpreter%% *}"
+        [ -x "$interpreter" ] || sed -i "1s|.*|#!$dir/bin/python|" "$script"
+        ;;
+    esac
+  done
 }
 
 make_venv() {  # make_venv DIR PIP-ARGS...
@@ -78,6 +97,7 @@ case "$kind" in
       echo "$hash" > "$dir/.built"
       echo "built $dir"
     fi
+    repair_scripts "$dir"
     ;;
   base-cpu|base-vision)
     dir="$venvs/$kind"
@@ -89,6 +109,7 @@ case "$kind" in
       echo "$hash" > "$dir/.built"
       echo "built $dir"
     fi
+    repair_scripts "$dir"
     ;;
   release)
     release="$2"
@@ -134,6 +155,7 @@ case "$kind" in
       echo "$hash" > "$dir/.built"
       echo "built $dir"
     fi
+    repair_scripts "$dir"
     # vLLM's qwen3_5 model imports qwen3_vl, which imports torchvision. 0.28 is the release built
     # for torch 2.13; its compiled ops do not load beside torch+cpu, so it goes in --no-deps, in
     # its own folder, and only the pipeline tier's servers see it (after defining the two

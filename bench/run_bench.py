@@ -218,7 +218,7 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
             ratios.append(
                 Ratio(
                     f"3c. entry point's peak memory, {top:,} / {sizes[0]:,} short chats ({OLD})",
-                    "the same command on 10x the conversations (1.0: flat)",
+                    f"the same command on {top // sizes[0]}x the conversations (1.0: flat)",
                     paired_ratios(samples, f"entry-mem-{top}", f"entry-mem-{sizes[0]}",
                                   "peak_pss"),
                 )

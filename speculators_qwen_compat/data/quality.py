@@ -190,27 +190,17 @@ def warnings(stats: QualityStats) -> dict[str, dict[str, Any]]:
 
 def duplicate_rows(files: dict[str, FileStats]) -> tuple[dict[str, int], int]:
     """Per file, its rows whose conversation occurs more than once in the run (in any file);
-    and the run's repeats (copies beyond the first). Sorting the packed digests keeps this at
-    a few bytes a row; numpy (always beside datasets) does it without a Python int per row."""
-    try:
-        import numpy as np
-    except ImportError:  # doctor without datasets: plain Python, same counts
-        everything: Counter[bytes] = Counter()
-        for s in files.values():
-            everything.update(_digests(s.hashes))
-        repeated = {h for h, n in everything.items() if n > 1}
-        copies = {k: sum(h in repeated for h in _digests(s.hashes)) for k, s in files.items()}
-        return copies, sum(everything[h] - 1 for h in repeated)
-    arrays = {k: np.frombuffer(bytes(s.hashes), dtype="<u8") for k, s in files.items()}
+    and the run's repeats (copies beyond the first). Sorting the packed digests with numpy (a
+    dependency of transformers, so there wherever upstream runs) keeps this at a few bytes a
+    row, without a Python object per row."""
+    import numpy as np
+
+    arrays = {k: np.frombuffer(s.hashes, dtype="<u8") for k, s in files.items()}
     joined = np.concatenate(list(arrays.values())) if arrays else np.zeros(0, dtype="<u8")
     values, counts = np.unique(joined, return_counts=True)
     repeated = values[counts > 1]
     copies = {k: int(np.isin(a, repeated).sum()) for k, a in arrays.items()}
     return copies, int((counts[counts > 1] - 1).sum())
-
-
-def _digests(packed: bytearray) -> list[bytes]:
-    return [bytes(packed[i : i + HASH_BYTES]) for i in range(0, len(packed), HASH_BYTES)]
 
 
 def _quote(text: str) -> str:

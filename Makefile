@@ -5,8 +5,10 @@
 # torch (base-cpu: torch 2.13.0 CPU; base-vision: torch 2.14.1 + torchvision 0.29.1), one
 # --target folder per speculators release (rel/<release>: speculators --no-deps, its
 # transformers/datasets), a vLLM venv (vllm) and the real Qwen vocabulary (assets/qwen36-vocab).
-# tools/release_python.sh runs one release. This package goes into the base venvs from its wheel
-# (not editable), rebuilt on every run. `make test` and `make test-quick` are tools/matrix.py:
+# tools/release_python.sh runs one release. This package goes from its wheel (not editable,
+# rebuilt on every run) into this checkout's own venv over a base venv (build/venv-cpu,
+# build/venv-vision: tools/checkout_venv.sh), never into the shared base venvs, so two checkouts
+# test their own code at the same time. `make test` and `make test-quick` are tools/matrix.py:
 # the builds and the test passes run concurrently, and it prints the wall time of each part.
 
 PYTHON ?= python3.11
@@ -51,14 +53,13 @@ wheel: tools-venv
 	rm -rf $(WHEEL_DIR)
 	$(VENVS)/tools/bin/python -m build -q --wheel --outdir $(WHEEL_DIR) . >/dev/null
 
-# This package's wheel (not editable) in the shared base venv; every release folder sees it.
+# This checkout's venv build/venv-cpu (build/venv-vision): this package's wheel (not editable)
+# over the shared base venv, which stays untouched (tools/checkout_venv.sh).
 install: base-cpu wheel
-	$(VENVS)/base-cpu/bin/python -m pip -q --disable-pip-version-check install --force-reinstall \
-		--no-deps $(WHEEL_DIR)/*.whl
+	tools/checkout_venv.sh cpu $(WHEEL_DIR)
 
 install-vision: base-vision wheel
-	$(VENVS)/base-vision/bin/python -m pip -q --disable-pip-version-check install \
-		--force-reinstall --no-deps $(WHEEL_DIR)/*.whl
+	tools/checkout_venv.sh vision $(WHEEL_DIR)
 
 lint: tools-venv
 	$(VENVS)/tools/bin/ruff check speculators_qwen_compat tests tools bench

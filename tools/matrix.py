@@ -7,7 +7,9 @@ Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it n
 - ``lint``: ruff check and ruff format --check.
 - builds (tools/build_venv.sh, reused across runs and clones): tools, base-cpu, one folder per
   release, base-vision, the vLLM venv, the real Qwen vocabulary (when tools/build_qwen_vocab.py
-  exists); then this package's wheel into each base venv.
+  exists); then ``install:cpu``/``install:vision``: this package's wheel into this checkout's own
+  venv over each base venv (build/venv-cpu, build/venv-vision; tools/checkout_venv.sh), so two
+  checkouts testing at once each test their own code and never write into the shared bases.
 - ``pure``: tests marked ``pure`` (release-independent: normaliser, content format, release
   table), once, on the newest release.
 - ``suite:<release>``: every other test in ``tests/`` (contracts included) on that release, then
@@ -19,7 +21,8 @@ Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it n
   states, a training step), on the newest release with the vLLM venv.
 At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``.
 Exits 1 when any part failed or a fix's state differs from releases.py. ``--prebuilt`` uses the
-environments as they are (no build, no wheel install). Logs: build/parts/<part>.log.
+environments and this checkout's venvs as they are (no build, no wheel install). Logs:
+build/parts/<part>.log.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def venvs() -> Path:
 
 
 def release_python(release: str, base: str = "cpu") -> list[str]:
-    """The command that runs Python for one release: its rel folder on a shared base venv."""
+    """The command that runs Python for one release: its rel folder on this checkout's venv."""
     return [str(ROOT / "tools" / "release_python.sh"), release, base]
 
 
@@ -176,9 +179,8 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
     for base in ("cpu", "vision") if vision else ("cpu",):
         if base == "vision":
             builder("build:base-vision", [build, "base-vision"], guess=GUESSES["build:base-vision"])
-        pip = f'"{venvs()}/base-{base}/bin/python" -m pip -q --disable-pip-version-check'
-        builder(f"install:{base}", ["sh", "-c", f'{pip} install --force-reinstall --no-deps '
-                f'"{wheel}"/*.whl'], (f"build:base-{base}", "wheel"), 10)  # fmt: skip
+        install = [str(ROOT / "tools" / "checkout_venv.sh"), base, str(wheel)]
+        builder(f"install:{base}", install, (f"build:base-{base}", "wheel"), 10)
     for release in releases:
         builder(f"build:rel-{release}", [build, "release", release], ("build:base-cpu",),
                 GUESSES["build:rel"])  # fmt: skip

@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
 # Run Python for one speculators release: tools/release_python.sh RELEASE [cpu|vision] ARGS...
 # The release's folder (rel/RELEASE/site-packages under $VENVS, default the checkout's .venvs)
-# goes first on PYTHONPATH of a shared base venv (base-cpu: torch 2.13.0; base-vision: torch
-# 2.14.1 + torchvision). Child processes inherit PYTHONPATH, so datasets.map workers, torchrun
-# ranks and prepare_data subprocesses see the same release.
+# goes first on PYTHONPATH of this checkout's venv build/venv-cpu or build/venv-vision
+# (tools/checkout_venv.sh, made by `make install` / `make install-vision` and by `make test`: this
+# package's wheel over a shared base venv, base-cpu: torch 2.13.0; base-vision: torch 2.14.1 +
+# torchvision). Child processes inherit PYTHONPATH and PATH, so datasets.map workers, torchrun
+# ranks and prepare_data subprocesses see the same release and the same checkout's code.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venvs="${VENVS:-$root/.venvs}"
 release="$1"; shift
 base=cpu
 if [ "${1:-}" = cpu ] || [ "${1:-}" = vision ]; then base="$1"; shift; fi
+venv="$root/build/venv-$base"
+if [ ! -x "$venv/bin/python" ]; then
+  install=install; [ "$base" = cpu ] || install="install-$base"
+  echo "speculators_qwen_compat: error: no $venv (this checkout's venv): run make $install" >&2
+  exit 2
+fi
+if [ ! -f "$venvs/rel/$release/.built" ]; then
+  echo "speculators_qwen_compat: error: speculators $release is not built in $venvs/rel:" \
+    "run make release-$release" >&2
+  exit 2
+fi
 export PYTHONPATH="$venvs/rel/$release/site-packages${PYTHONPATH:+:$PYTHONPATH}"
-# Console scripts (speculators, torchrun) as a user's venv has them: the base's bin first.
-export PATH="$venvs/base-$base/bin:$venvs/rel/$release/site-packages/bin:$PATH"
-exec "$venvs/base-$base/bin/python" "$@"
+# Console scripts (speculators, torchrun) as a user's venv has them: this venv's bin first (the
+# base's scripts with this venv's python), then the release's (`#!/usr/bin/env python`: this venv).
+export PATH="$venv/bin:$venvs/rel/$release/site-packages/bin:$PATH"
+exec "$venv/bin/python" "$@"

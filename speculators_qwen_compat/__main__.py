@@ -1,7 +1,8 @@
 """``python -m speculators_qwen_compat status [--json]`` (also ``speculators-qwen-compat``).
 
 Tells the installed speculators, transformers and datasets versions, whether the release is one
-we test, and per fix its state (applied, not-needed, not-applicable, disabled, failed) and why.
+we test, and per fix its state (applied, not-needed, not-applicable, disabled, failed), the
+releases it was tested on and whether this one is among them, and why.
 ``... doctor --model M [--data FILE] [--rows N]``: the template's profile, the mask strategy
 and a dry run over the data (doctor/command.py).
 """
@@ -40,8 +41,17 @@ def status_report() -> dict[str, Any]:
         "tested": speculators in TESTED_RELEASES,
         "transformers": _version("transformers"),
         "datasets": _version("datasets"),
-        "patches": [vars(s) for s in status()] if speculators else [],
+        "patches": [_with_release(vars(s), speculators) for s in status()] if speculators else [],
     }
+
+
+def _with_release(patch: dict[str, Any], release: str) -> dict[str, Any]:
+    """A fix's status plus whether this release is inside the releases it was tested on."""
+    from speculators_qwen_compat.core.targets import Span
+
+    tested = patch.get("tested") or ""
+    inside = bool(tested) and release in Span.parse(tested)
+    return {**patch, "this_release": "inside" if inside else "outside"}
 
 
 def _print_status(report: dict[str, Any]) -> None:
@@ -50,8 +60,10 @@ def _print_status(report: dict[str, Any]) -> None:
     print(f"transformers {report['transformers']}, datasets {report['datasets']}")
     if report["activation"] != "ok":
         print(f"activation {report['activation']}")
+    release = report["speculators"]
     for patch in report["patches"]:
-        print(f"  {patch['name']:<16} {patch['state']:<15} {patch['reason']}")
+        where = f"tested {patch['tested']} / {release} {patch['this_release']}"
+        print(f"  {patch['name']:<16} {patch['state']:<15} {where:<37} {patch['reason']}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -40,6 +41,48 @@ def test_install_uninstall_install() -> None:
         compat.install()
     assert _layers(P._preprocess_batch) == wrapped_layers
     assert inspect.unwrap(P._preprocess_batch) is original
+
+
+def _outer_fix(func: object) -> str:
+    """The fix module whose wrapper is outermost on an upstream function."""
+    return func._self_wrapper.__module__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+
+
+def test_disable_after_activation_applies_the_new_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """install(disable=...) on an active install takes the fixes named off, also from under a
+    later fix's wrapper, tells status so, exports the set to child interpreters, and puts them
+    back in their order when switched on again."""
+    import speculators.data_generation.preprocessing as P
+
+    from speculators_qwen_compat.core.startup import ENV_SWITCH
+
+    monkeypatch.setenv(ENV_SWITCH, "on")
+    compat.install()
+    original = inspect.unwrap(P._preprocess_batch)
+    assert _outer_fix(P._preprocess_batch) == "conversations"
+    assert _outer_fix(P._preprocess_batch.__wrapped__) == "row_guard"
+    try:
+        compat.install(disable=["row_guard"])  # the inner wrapper of two
+        states = {s.name: s.state for s in compat.status()}
+        assert states["row_guard"] == "disabled"
+        assert states["conversations"] == "applied"
+        assert _layers(P._preprocess_batch) == 1
+        assert _outer_fix(P._preprocess_batch) == "conversations"
+        assert P._preprocess_batch.__wrapped__ is original
+        assert os.environ[ENV_SWITCH] == "off:row_guard"
+
+        compat.install(disable=["conversations"])  # the outer one; row_guard back on
+        states = {s.name: s.state for s in compat.status()}
+        assert (states["conversations"], states["row_guard"]) == ("disabled", "applied")
+        assert _outer_fix(P._preprocess_batch) == "row_guard"
+        assert P._preprocess_batch.__wrapped__ is original
+    finally:
+        compat.install(disable=[])
+    states = {s.name: s.state for s in compat.status()}
+    assert states == TESTED_RELEASES[str(RELEASE)].fixes
+    assert _outer_fix(P._preprocess_batch) == "conversations"
+    assert _outer_fix(P._preprocess_batch.__wrapped__) == "row_guard"
+    assert os.environ[ENV_SWITCH] == "on"
 
 
 PATCHED = (
@@ -90,24 +133,26 @@ def test_a_fix_that_cannot_apply_never_breaks_the_import(tmp_path: Path) -> None
     package = tmp_path / "victim"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "target.py").write_text("def f():\n    return 'original'\n")
+    (package / "target.py").write_text(
+        "def f():\n    return 'original'\n\n"
+        "def __getattr__(name):\n    raise RuntimeError('no such thing')\n"
+    )
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
-        from speculators_qwen_compat.core.registry import Fix, _Registry, applies
+        from speculators_qwen_compat.core.registry import Fix, _Registry
+        from speculators_qwen_compat.core.targets import Shape, Target
 
         class Raises(Fix):
             name, modules = "raises", ("victim.target",)
-            def fits(self, module_name, module):
-                return applies("fits")
-            def apply(self, module_name, module, patcher):
-                patcher.wrap(module, "f", lambda w, i, a, k: "patched")
+            shapes = (Shape("fits", (Target("victim.target", "f"),)),)
+            def apply(self, found, patcher):
+                patcher.wrap(*found.place(self.shapes[0].targets[0]), lambda w, i, a, k: "patched")
                 raise RuntimeError("boom")
 
-        class BadShape(Fix):
+        class BadShape(Fix):  # looking its target up raises
             name, modules = "bad_shape", ("victim.target",)
-            def fits(self, module_name, module):
-                raise AttributeError("no such thing")
+            shapes = (Shape("never", (Target("victim.target", "missing"),)),)
 
         registry = _Registry([Raises(), BadShape()])
         registry.install(())

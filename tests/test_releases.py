@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from speculators_qwen_compat.core.fix import APPLIED
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 from speculators_qwen_compat.fixes import ALL_FIXES
 
@@ -20,6 +21,16 @@ def test_every_release_declares_every_fix() -> None:
     names = {fix.name for fix in ALL_FIXES}
     for release in TESTED_RELEASES.values():
         assert set(release.fixes) == names, release.version
+
+
+def test_each_fix_applies_on_the_releases_it_declares() -> None:
+    """A fix's declared span (shown by status) and the table agree: applied exactly on the
+    tested releases inside the span."""
+    for fix in ALL_FIXES:
+        assert fix.applies_on is not None, fix.name
+        applied = {v for v, r in TESTED_RELEASES.items() if r.fixes[fix.name] == APPLIED}
+        inside = {v for v in TESTED_RELEASES if v in fix.applies_on}
+        assert applied == inside, (fix.name, str(fix.applies_on))
 
 
 def test_every_release_has_a_venv_recipe() -> None:

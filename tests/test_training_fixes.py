@@ -20,7 +20,7 @@ from conftest import RELEASE
 from packaging.version import Version
 
 import speculators_qwen_compat as compat
-from speculators_qwen_compat.fixes.training import norm_convention as nc
+from speculators_qwen_compat.training import norm_convention as nc
 
 TYPES = drafters.drafter_types()
 

@@ -34,10 +34,10 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
+from speculators_qwen_compat.data.ledger import REPORT_NAME
 from speculators_qwen_compat.data.quality import STRICT_ENV
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
-REPORT_NAME = "compat_report.json"
 OUR_HELP = """
 speculators_qwen_compat options (besides the release's own, above):
   --conversations-key NAME  column holding the conversation (default: found row by row:

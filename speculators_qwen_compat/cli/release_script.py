@@ -18,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
+from speculators_qwen_compat.data.ledger import REPORT_NAME
+
 log = logging.getLogger("speculators_qwen_compat")
 
 #: (parameter of load_and_preprocess_dataset, flag, argparse options), in the script's order.
@@ -76,7 +78,7 @@ FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ),
 ]
 
-ARTIFACTS = {"dataset_info.json", "state.json", "token_freq.pt", "compat_report.json"}
+ARTIFACTS = {"dataset_info.json", "state.json", "token_freq.pt", REPORT_NAME}
 
 
 class _Parser(argparse.ArgumentParser):

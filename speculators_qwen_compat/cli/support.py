@@ -18,12 +18,11 @@ from collections.abc import Callable
 from types import ModuleType
 
 from speculators_qwen_compat import install
-from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, reason_of
 from speculators_qwen_compat.core.registry import ENV_SWITCH, registry
 from speculators_qwen_compat.core.startup import switch_value, switched_off_by_env
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 
-DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
 #: Every log line of ours is under this logger; nothing of ours configures the root logger.
 PACKAGE_LOGGER = "speculators_qwen_compat"
 UPSTREAM_LOGGER = "speculators"
@@ -48,9 +47,8 @@ def apply_data_flags(flags: argparse.Namespace) -> None:
     """Hand the data flags prepare_data and doctor share (--conversations-key, the flat-column
     mapping, --unknown-roles) to the data path, which reads them in every map worker from the
     environment. Imported here, not at module level: run and train never need them."""
-    from speculators_qwen_compat.data.columns import ColumnOptions
+    from speculators_qwen_compat.data.columns import CONVERSATIONS_KEY_ENV, ColumnOptions
     from speculators_qwen_compat.data.normalize import choose_unknown_roles
-    from speculators_qwen_compat.fixes.data.conversations import CONVERSATIONS_KEY_ENV
 
     if flags.conversations_key:
         os.environ[CONVERSATIONS_KEY_ENV] = flags.conversations_key

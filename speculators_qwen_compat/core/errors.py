@@ -15,6 +15,9 @@ import contextlib
 import json
 import re
 
+#: ``=1`` (or ``--debug``): our fatal errors print their traceback too.
+DEBUG_ENV = "SPECULATORS_QWEN_COMPAT_DEBUG"
+
 
 class CompatError(Exception):
     """Fatal for the run. The entry points print it as one line:

@@ -1,14 +1,17 @@
 """What a fix is: its states, its shape-check verdict (``Fits``), the journal that records every
 attribute it replaces (``Patcher``), and the ``Fix`` base class every module under ``fixes/``
-subclasses. The registry (registry.py) imports this module; this module imports nothing of ours,
-so fixes and registry never import each other in a circle."""
+subclasses: a declaration (targets, shapes, the releases it applies on; targets.py) and an
+``apply`` that receives what the shape check resolved. The registry (registry.py) imports this
+module; this module imports nothing of ours at run time, so nothing imports in a circle."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from speculators_qwen_compat.core.targets import Found, Shape, Span
 
 APPLIED = "applied"
 NOT_NEEDED = "not-needed"
@@ -87,17 +90,19 @@ class Patcher:
 
 
 class Fix:
-    """One fix: the modules it targets, a shape check, and how it patches them."""
+    """One fix, declared: the modules whose import applies it (the first decides its state), the
+    shapes of upstream it knows, what it is where none fits, and the tested releases it applies
+    on. ``apply`` patches what the shape check resolved (``Found``) through the journal."""
 
     name: str = ""
     summary: str = ""
-    #: Modules whose import applies this fix; the first is the one whose shape decides.
     modules: tuple[str, ...] = ()
+    shapes: tuple[Shape, ...] = ()
+    #: The verdict when no shape's ``when`` fits (say, not-needed: the release lacks the problem).
+    otherwise: Fits = Fits(NOT_APPLICABLE, "no known shape")
+    applies_on: Span | None = None
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        raise NotImplementedError
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+    def apply(self, found: Found, patcher: Patcher) -> None:
         raise NotImplementedError
 
 
@@ -106,3 +111,5 @@ class FixStatus:
     name: str
     state: str
     reason: str
+    #: The tested releases the fix applies on (``Fix.applies_on``), e.g. "0.5.0-0.7.0.2".
+    tested: str = ""

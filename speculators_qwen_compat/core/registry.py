@@ -9,6 +9,7 @@ would otherwise surface as an ImportError of upstream's own module.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -31,7 +32,12 @@ from speculators_qwen_compat.core.fix import (  # noqa: F401 (re-exported for ca
     not_applicable,
     not_needed,
 )
-from speculators_qwen_compat.core.startup import ENV_SWITCH, switched_off_by_env  # noqa: F401
+from speculators_qwen_compat.core.startup import (
+    ENV_SWITCH,
+    switch_value,
+    switched_off_by_env,
+)
+from speculators_qwen_compat.core.targets import check
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -56,35 +62,45 @@ class _Registry:
                 return
             self.applied_to.add((fix.name, module_name))
             primary = module_name == fix.modules[0]
+            found = None
             try:
-                fits = fix.fits(module_name, module)
+                fits, found = check(fix, module_name, module)
             except Exception as exc:  # a shape check must never break upstream's import
                 fits = Fits(FAILED, f"shape check raised {type(exc).__name__}: {exc}")
-            if fits.state == APPLIED:
+            if fits.state == APPLIED and found is not None:
                 mark = self.patcher.mark()
                 try:
-                    fix.apply(module_name, module, self.patcher)
+                    fix.apply(found, self.patcher)
                 except Exception as exc:
                     self.patcher.restore(mark)  # a half-applied fix is no fix
                     fits = Fits(FAILED, f"applying raised {type(exc).__name__}: {exc}")
                     log.warning("fix %s not applied to %s: %s", fix.name, module_name, fits.reason)
             if primary or fix.name not in self.states or fits.state == FAILED:
-                self.states[fix.name] = FixStatus(fix.name, fits.state, fits.reason)
+                self.states[fix.name] = self._status(fix, fits.state, fits.reason)
+
+    @staticmethod
+    def _status(fix: Fix, state: str, reason: str) -> FixStatus:
+        return FixStatus(fix.name, state, reason, str(fix.applies_on or ""))
 
     def install(self, disabled: Iterable[str]) -> None:
+        """Activate every fix but ``disabled``. Called again while active with another set, it
+        applies the new set: the journal is unwound and the fixes still on are applied again in
+        their order (a fix switched off must leave no wrapper behind, even under a later one)."""
         with self.lock:
-            self.disabled = set(disabled)
+            wanted = set(disabled)
             known = [f.name for f in self.fixes]
-            unknown = self.disabled - set(known)
+            unknown = wanted - set(known)
             if unknown:
                 _startup.say(
                     f"warning: no fix named {', '.join(sorted(unknown))} to switch off "
                     f"(fixes: {', '.join(known)})"
                 )
             if self.active:
+                if wanted != self.disabled:
+                    self._reapply(wanted)
                 return
             try:
-                import wrapt  # here, not at import time: the .pth must survive a missing wrapt
+                import wrapt  # noqa: F401 (here, not at import time: the .pth must survive a missing wrapt)
             except ImportError as exc:
                 _startup.activation_error = (
                     f"wrapt is not installed in this Python ({sys.executable}): {exc}; "
@@ -94,28 +110,55 @@ class _Registry:
             _startup.activation_error = None
 
             self.active = True
-            for fix in self.fixes:
-                if fix.name in self.disabled:
-                    self.states[fix.name] = FixStatus(
-                        fix.name, DISABLED, f"switched off by {ENV_SWITCH}"
-                    )
-                    continue
-                self.states.setdefault(
-                    fix.name,
-                    FixStatus(fix.name, PENDING, f"waits for {fix.modules[0]} to be imported"),
-                )
-                for module_name in fix.modules:
-                    if (fix.name, module_name) in self.hooked:
-                        continue
+            self._switch_to(wanted)
+
+    def _mark_states(self) -> None:
+        for fix in self.fixes:
+            if fix.name in self.disabled:
+                reason = f"switched off by {ENV_SWITCH} or install(disable=...)"
+                self.states[fix.name] = self._status(fix, DISABLED, reason)
+            elif self.states.get(fix.name, FixStatus("", DISABLED, "")).state == DISABLED:
+                reason = f"waits for {fix.modules[0]} to be imported"
+                self.states[fix.name] = self._status(fix, PENDING, reason)
+
+    def _switch_to(self, disabled: set[str]) -> None:
+        """Hook every fix not in ``disabled`` (once per process) and apply it to the modules
+        already imported, in the fixes' order."""
+        import wrapt
+
+        self.disabled = disabled
+        self._mark_states()
+        for fix in self.fixes:
+            if fix.name in self.disabled:
+                continue
+            for module_name in fix.modules:
+                if (fix.name, module_name) not in self.hooked:
                     self.hooked.add((fix.name, module_name))
                     wrapt.register_post_import_hook(_hook_for(self, fix, module_name), module_name)
-            # Hooks registered during an earlier install() do not fire again for modules that
-            # are already imported: apply those directly.
-            for fix in self.fixes:
-                for module_name in fix.modules:
-                    module = sys.modules.get(module_name)
-                    if module is not None:
-                        self.on_import(fix, module_name, module)
+        # Hooks registered during an earlier install() do not fire again for modules that are
+        # already imported: apply those directly.
+        for fix in self.fixes:
+            for module_name in fix.modules:
+                module = sys.modules.get(module_name)
+                if module is not None:
+                    self.on_import(fix, module_name, module)
+
+    def _reapply(self, wanted: set[str]) -> None:
+        """Another set of disabled fixes while active: unwind the journal (newest first, so
+        stacked wrappers come off cleanly) and apply the fixes still on, in their order."""
+        before = self.disabled
+        self.patcher.restore()
+        self.applied_to.clear()
+        self.states.clear()
+        self._switch_to(wanted)
+        log.info(
+            "fixes switched off: %s; switched back on: %s",
+            ", ".join(sorted(wanted - before)) or "none",
+            ", ".join(sorted(before - wanted)) or "none",
+        )
+        # Child interpreters (map workers, ranks) read the switch: they follow the new set.
+        if os.environ.get(ENV_SWITCH) is not None and not switched_off_by_env()[0]:
+            os.environ[ENV_SWITCH] = switch_value(wanted)
 
     def uninstall(self) -> None:
         with self.lock:
@@ -135,6 +178,10 @@ def _hook_for(registry: _Registry, fix: Fix, module_name: str) -> Callable[[Modu
     return hook
 
 
+#: Where the fixes are listed, named as an entry point is (``module:attribute``) and imported
+#: on first use: core depends on nothing above it, and the list is one place (fixes/__init__.py).
+CATALOGUE = "speculators_qwen_compat.fixes:ALL_FIXES"
+
 _registry: _Registry | None = None
 
 
@@ -142,7 +189,9 @@ def registry() -> _Registry:
     global _registry
     _startup.settle()  # the .pth's install, if it still waits for speculators to be imported
     if _registry is None:
-        from speculators_qwen_compat.fixes import ALL_FIXES
+        import importlib
 
-        _registry = _Registry(fix_class() for fix_class in ALL_FIXES)
+        module_name, _, attribute = CATALOGUE.partition(":")
+        fix_classes = getattr(importlib.import_module(module_name), attribute)
+        _registry = _Registry(fix_class() for fix_class in fix_classes)
     return _registry

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-APPLIED, NOT_NEEDED, NOT_APPLICABLE = "applied", "not-needed", "not-applicable"
+from speculators_qwen_compat.core.fix import APPLIED, NOT_APPLICABLE, NOT_NEEDED
 
 
 @dataclass(frozen=True)

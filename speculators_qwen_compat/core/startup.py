@@ -100,9 +100,9 @@ def settle() -> None:
         return
     global activation_error
     try:
-        from speculators_qwen_compat import install
+        from speculators_qwen_compat.core.registry import registry
 
-        install(disabled)
+        registry().install(disabled)
     except Exception as exc:  # a broken shim must never break the import that triggered it
         activation_error = " ".join(str(exc).split()) or type(exc).__name__
         say(f"warning: fixes not active: {activation_error}")

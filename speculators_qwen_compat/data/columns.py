@@ -28,6 +28,8 @@ SYSTEM_KEYS = ("system",)
 TURN_KEYS = ("role", "from")
 
 OPTIONS_ENV = "SPECULATORS_QWEN_COMPAT_COLUMNS"
+#: Set by ``--conversations-key``; read in the map workers, which inherit the environment.
+CONVERSATIONS_KEY_ENV = "SPECULATORS_QWEN_COMPAT_CONVERSATIONS_KEY"
 
 #: Flat column names users' data sets use, for the suggestion in the "no conversation" error.
 PROMPT_NAMES = ("instruction", "prompt", "question", "query", "problem", "input", "context")
@@ -57,7 +59,7 @@ class ColumnOptions:
     @classmethod
     def from_env(cls) -> ColumnOptions:
         raw = os.environ.get(OPTIONS_ENV)
-        key = os.environ.get("SPECULATORS_QWEN_COMPAT_CONVERSATIONS_KEY") or None
+        key = os.environ.get(CONVERSATIONS_KEY_ENV) or None
         if not raw:
             return cls(conversations_key=key)
         conv, prompt, response, system = json.loads(raw)

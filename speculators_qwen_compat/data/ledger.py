@@ -29,6 +29,8 @@ from speculators_qwen_compat.data.quality import QualityStats
 log = logging.getLogger("speculators_qwen_compat")
 
 LEDGER_ENV = "SPECULATORS_QWEN_COMPAT_LEDGER"
+#: The file prepare_data writes beside upstream's output: what the run read, kept and skipped.
+REPORT_NAME = "compat_report.json"
 EXAMPLES_PER_REASON = 5
 
 

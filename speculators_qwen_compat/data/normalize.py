@@ -78,10 +78,6 @@ UNKNOWN_ROLES_ENV = "SPECULATORS_QWEN_COMPAT_UNKNOWN_ROLES"
 UNKNOWN_ROLE_CHOICES = ("release", "assistant", "drop", "skip")
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
 
-#: What the installed release does with a role it does not know ("assistant" on 0.8+, "drop"
-#: before); set by the conversations fix from upstream's shape, else read from the version.
-release_unknown_roles: str | None = None
-
 __all__ = ["CONVERSATION_KEYS", "BadConversation", "Normalized", "normalize_row"]
 
 
@@ -106,6 +102,10 @@ class Normalized:
 
 @dataclass
 class _State:
+    #: What the installed release does with a role it does not know ("assistant" on 0.8+,
+    #: "drop" before), as the conversations fix read it from upstream's shape; None: from the
+    #: version.
+    release_roles: str | None = None
     notes: list[str] = field(default_factory=list)
     context: list[int] = field(default_factory=list)
     calls_without_arguments: list[str] = field(default_factory=list)
@@ -121,13 +121,14 @@ def _release() -> str:
         return ""
 
 
-def unknown_role_policy() -> str:
-    """ "assistant", "drop" or "skip": ``--unknown-roles``, else the installed release's own."""
+def unknown_role_policy(release_roles: str | None = None) -> str:
+    """ "assistant", "drop" or "skip": ``--unknown-roles``, else the installed release's own
+    (``release_roles`` when the caller read it from upstream's shape, else by version)."""
     chosen = os.environ.get(UNKNOWN_ROLES_ENV, "release")
     if chosen in ("assistant", "drop", "skip"):
         return chosen
-    if release_unknown_roles:
-        return release_unknown_roles
+    if release_roles:
+        return release_roles
     release = _release()
     try:
         old = bool(release) and tuple(int(x) for x in release.split(".")) < (0, 8)
@@ -164,14 +165,19 @@ def pick_conversation(row: Mapping[str, Any], key: str | None = None) -> Any:
         raise BadConversation(str(exc)) from None
 
 
-def normalize_row(row: Mapping[str, Any], options: ColumnOptions | None = None) -> Normalized:
-    """One row (a parsed JSON object) -> its normalised conversation, tools and notes."""
+def normalize_row(
+    row: Mapping[str, Any],
+    options: ColumnOptions | None = None,
+    release_roles: str | None = None,
+) -> Normalized:
+    """One row (a parsed JSON object) -> its normalised conversation, tools and notes.
+    ``release_roles``: what the installed release does with unknown roles (unknown_role_policy)."""
     options = options or ColumnOptions()
     try:
         conv, column = find_conversation(row, options)
     except NoConversation as exc:
         raise BadConversation(str(exc)) from None
-    state = _State()
+    state = _State(release_roles)
     turns = _normalize(conv, state)
     system = row_system(row, options)
     if system and not any(t["role"] == "system" for t in turns):
@@ -187,9 +193,11 @@ def normalize_row(row: Mapping[str, Any], options: ColumnOptions | None = None) 
     return Normalized(turns, tools, state.context, column, state.notes)
 
 
-def normalize_conversation(conv: Any, turn_dropout: bool = False) -> list[dict[str, Any]]:
+def normalize_conversation(
+    conv: Any, turn_dropout: bool = False, release_roles: str | None = None
+) -> list[dict[str, Any]]:
     """Normalize one conversation; raises BadConversation with the reason when it cannot."""
-    turns = _normalize(conv, _State())
+    turns = _normalize(conv, _State(release_roles))
     if turn_dropout:
         turns = _drop_trailing_turns(turns)
     return turns
@@ -223,7 +231,7 @@ def _normalize_turn(turn: Any, state: _State) -> list[tuple[dict[str, Any], bool
     key = str(raw_role).strip().lower()
     role = ROLE_TABLE.get(key)
     if role is None:
-        policy = unknown_role_policy()
+        policy = unknown_role_policy(state.release_roles)
         if policy == "skip":
             raise BadConversation(f"unknown role {str(raw_role)[:40]!r}")
         state.notes.append(_unknown_role_note(str(raw_role)[:40], policy))

@@ -20,11 +20,45 @@ the conversation is skipped with ``WeightsUnplaceable``'s message rather than tr
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-#: Assistant turns in the conversation upstream last normalised in this process (after
-#: <= 0.6's ``--turn-dropout`` cut it): what its mask holds. Set by the conversations fix.
-rendered_assistant_turns: int | None = None
+#: Per row, the indices of its weight-0 assistant turns: written by the conversations fix
+#: (read_batch), read by the row guard, which keeps those turns unsupervised.
+CONTEXT_COLUMN = "_compat_context"
+
+
+class RowTurns:
+    """How many assistant turns upstream's normaliser left in the row being rendered (after
+    <= 0.6's random ``--turn-dropout`` cut): what its mask holds. The row guard opens one per
+    row (``rendering_row``); the conversations fix, which normalises inside that call, records
+    into it (``record_rendered``). It travels with the call (a context variable), so nothing
+    outlives the row and no other call sees it."""
+
+    def __init__(self) -> None:
+        self.assistant_turns: int | None = None
+
+
+_row: ContextVar[RowTurns | None] = ContextVar("speculators_qwen_compat_row", default=None)
+
+
+@contextmanager
+def rendering_row() -> Iterator[RowTurns]:
+    turns = RowTurns()
+    token = _row.set(turns)
+    try:
+        yield turns
+    finally:
+        _row.reset(token)
+
+
+def record_rendered(turns: list[dict[str, Any]]) -> None:
+    """The normalised conversation upstream goes on to render, for the row being rendered."""
+    row = _row.get()
+    if row is not None:
+        row.assistant_turns = sum(turn["role"] == "assistant" for turn in turns)
 
 
 class WeightsUnplaceable(ValueError):

@@ -118,7 +118,7 @@ def detect_strategy(preprocessing: ModuleType, tokenizer: Any, model: str) -> Ma
             "_detect_assistant_pattern: doctor does not know how it masks"
         )
     if hasattr(preprocessing, "_supports_assistant_mask") and supports_assistant_mask(
-        preprocessing, tokenizer
+        getattr(preprocessing, "_adapt_conv_for_hf", None), tokenizer
     ):
         return MaskStrategy(HF_MASK, preprocessing, tokenizer)
     try:

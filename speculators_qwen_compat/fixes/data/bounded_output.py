@@ -15,14 +15,20 @@ Shape needed: the function takes the dataset first (``dataset``) and calls its `
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, parameters
+from speculators_qwen_compat.core.fix import Fix, Patcher, not_applicable
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 from speculators_qwen_compat.data.files import CACHE_FOLDER
 
-BUILDERS = ("build_speculator_training_dataset", "build_eagle3_dataset")
+#: The dataset builder: 0.8+ and <= 0.7 name it differently; both take the dataset first.
+BUILDERS = tuple(
+    Target(PREPROCESSING, name, params=("dataset",))
+    for name in ("build_speculator_training_dataset", "build_eagle3_dataset")
+)
+#: datasets' own ``Dataset.map``, which the builder calls with ``keep_in_memory=True``.
+DATASET_MAP = Target("datasets", "Dataset.map")
 
 #: ids of the datasets whose next ``map`` call goes to disk (set only while a builder runs).
 _on_disk: set[int] = set()
@@ -32,19 +38,19 @@ class BoundedOutputFix(Fix):
     name = "bounded_output"
     summary = "write the tokenized rows of local JSON data to disk instead of holding them"
     modules = (PREPROCESSING,)
+    shapes = tuple(
+        Shape(
+            f"{builder.path} maps our memory-mapped rows to disk",
+            (builder, DATASET_MAP),
+            when=(present(PREPROCESSING, builder.path),),
+        )
+        for builder in BUILDERS
+    )
+    otherwise = not_applicable("preprocessing has no dataset builder")
+    applies_on = Span("0.5.0", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        builder = next((b for b in BUILDERS if callable(getattr(module, b, None))), None)
-        if builder is None:
-            return not_applicable("preprocessing has no dataset builder")
-        if parameters(getattr(module, builder))[:1] != ["dataset"]:
-            return not_applicable(f"{builder} does not take the dataset first")
-        return applies(f"{builder} maps our memory-mapped rows to disk")
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
-        from datasets import Dataset
-
-        builder = next(b for b in BUILDERS if callable(getattr(module, b, None)))
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        builder = found.shape.targets[0]
 
         def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             dataset = bind(wrapped, args, kwargs).arguments["dataset"]
@@ -62,8 +68,8 @@ class BoundedOutputFix(Fix):
                 kwargs = {**kwargs, "keep_in_memory": False}
             return wrapped(*args, **kwargs)
 
-        patcher.wrap(module, builder, build)
-        patcher.wrap(Dataset, "map", dataset_map)
+        patcher.wrap(*found.place(builder), build)
+        patcher.wrap(*found.place(DATASET_MAP), dataset_map)
 
 
 def _from_our_reader(dataset: Any) -> bool:

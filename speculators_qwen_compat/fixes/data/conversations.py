@@ -28,22 +28,24 @@ from __future__ import annotations
 
 import json
 import os
-from types import ModuleType
 from typing import Any
 
 from speculators_qwen_compat.core.errors import DataError
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
     batch_length,
     bind,
     call,
     is_pretokenized,
-    missing,
-    parameters,
 )
-from speculators_qwen_compat.data import ledger, normalize, weights
-from speculators_qwen_compat.data.columns import ColumnOptions, no_conversation_message
+from speculators_qwen_compat.data import ledger, weights
+from speculators_qwen_compat.data.columns import (
+    CONVERSATIONS_KEY_ENV,
+    ColumnOptions,
+    no_conversation_message,
+)
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
@@ -56,39 +58,42 @@ from speculators_qwen_compat.data.normalize import (
     normalize_row,
 )
 from speculators_qwen_compat.data.render import arguments_as_mappings
+from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
-#: Set by ``--conversations-key``; read in the map workers, which inherit the environment.
-CONVERSATIONS_KEY_ENV = "SPECULATORS_QWEN_COMPAT_CONVERSATIONS_KEY"
-#: Per row, the indices of its weight-0 assistant turns (context only); read by the row guard.
-CONTEXT_COLUMN = "_compat_context"
+LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path", "num_proc"))
+PATH_ONLY_LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path",), arity=1)
+BATCH = Target(PREPROCESSING, "_preprocess_batch", params=("examples",))
+NORMALIZE = Target(PREPROCESSING, "_normalize_conversation", params=("conv",))
+#: 0.8+ (a name only that era has): unknown roles become assistant turns there, dropped before.
+WARNED_ROLES = Target(PREPROCESSING, "_warned_roles", kind=ANY, optional=True)
+BOUNDARY_ROWS = Target(PREPROCESSING, "_render_boundary_rows", optional=True)
+#: 0.8+ render through vLLM's request handling; <= 0.7 apply the template in-process.
+RENDER = Target(PREPROCESSING, "render_conversation", kind=ANY, optional=True)
+_SHAPE_FACTS = (WARNED_ROLES, BOUNDARY_ROWS, RENDER)
+#: <= 0.5: load_raw_dataset(path, num_proc) returns the dataset; 0.6+: load_raw_dataset(path)
+#: returns (dataset, normalize_fn).
+RETURNS_DATASET = Shape(
+    "load_raw_dataset(path, num_proc), _preprocess_batch and _normalize_conversation wrapped",
+    (LOADER, BATCH, NORMALIZE, *_SHAPE_FACTS),
+    when=(LOADER,),
+)
+RETURNS_PAIR = Shape(
+    "load_raw_dataset(path), _preprocess_batch and _normalize_conversation wrapped",
+    (PATH_ONLY_LOADER, BATCH, NORMALIZE, *_SHAPE_FACTS),
+)
 
 
 class ConversationsFix(Fix):
     name = "conversations"
     summary = "read ShareGPT and OpenAI rows (and mixes), normalise roles, parts, reasoning, tools"
     modules = (PREPROCESSING,)
+    shapes = (RETURNS_DATASET, RETURNS_PAIR)
+    applies_on = Span("0.5.0", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        for target in ("load_raw_dataset", "_preprocess_batch", "_normalize_conversation"):
-            if not callable(getattr(module, target, None)):
-                return not_applicable(f"preprocessing has no {target}")
-        loader = parameters(module.load_raw_dataset)
-        if not loader or (len(loader) > 1 and "num_proc" not in loader):
-            return not_applicable(f"load_raw_dataset{tuple(loader)} is not a known shape")
-        for target, needed in (
-            ("load_raw_dataset", ("train_data_path",)),
-            ("_preprocess_batch", ("examples",)),
-            ("_normalize_conversation", ("conv",)),
-        ):
-            absent = missing(getattr(module, target), *needed)
-            if absent:
-                return not_applicable(f"{target} takes no {', '.join(absent)}")
-        return applies("load_raw_dataset, _preprocess_batch and _normalize_conversation wrapped")
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
-        render_era = hasattr(module, "_warned_roles") or hasattr(module, "_render_boundary_rows")
-        normalize.release_unknown_roles = "assistant" if render_era else "drop"
-        returns_pair = "num_proc" not in parameters(module.load_raw_dataset)
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        render_era = found.has(WARNED_ROLES) or found.has(BOUNDARY_ROWS)
+        release_roles = "assistant" if render_era else "drop"
+        returns_pair = found.shape is RETURNS_PAIR
 
         def load_raw_dataset(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             spec = str(bind(wrapped, args, kwargs).arguments["train_data_path"])
@@ -105,7 +110,7 @@ class ConversationsFix(Fix):
         # <= 0.7 apply the template in-process (HF): tool-call arguments must be mappings there
         # (Qwen3.6 renders them with |items). 0.8+ hand messages to render_conversation, which
         # converts locally or sends vLLM the strings it accepts (render.py).
-        local_template = not hasattr(module, "render_conversation")
+        local_template = not found.has(RENDER)
 
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             bound = bind(wrapped, args, kwargs)
@@ -113,32 +118,35 @@ class ConversationsFix(Fix):
             if is_pretokenized(examples):
                 return wrapped(*args, **kwargs)
             with ledger.batch(batch_length(examples)):
-                bound.arguments["examples"] = read_batch(examples, local_template)
+                bound.arguments["examples"] = read_batch(examples, local_template, release_roles)
                 return call(wrapped, bound)
 
         def normalize_turns(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             arguments = bind(wrapped, args, kwargs).arguments
             try:
                 turns = normalize_conversation(
-                    arguments["conv"], bool(arguments.get("turn_dropout", False))
+                    arguments["conv"], bool(arguments.get("turn_dropout", False)), release_roles
                 )
             except BadConversation:
                 return []  # read_batch already counted it; upstream skips an empty result
-            weights.rendered_assistant_turns = sum(t["role"] == "assistant" for t in turns)
+            weights.record_rendered(turns)
             return turns
 
-        patcher.wrap(module, "load_raw_dataset", load_raw_dataset)
-        patcher.wrap(module, "_preprocess_batch", preprocess_batch)
-        patcher.wrap(module, "_normalize_conversation", normalize_turns)
+        patcher.wrap(*found.place(found.shape.targets[0]), load_raw_dataset)
+        patcher.wrap(*found.place(BATCH), preprocess_batch)
+        patcher.wrap(*found.place(NORMALIZE), normalize_turns)
 
 
 def read_batch(
-    examples: dict[str, list[Any]], local_template: bool = False
+    examples: dict[str, list[Any]],
+    local_template: bool = False,
+    release_roles: str | None = None,
 ) -> dict[str, list[Any]]:
     """Parse and normalise every row of a batch; unreadable rows are counted and left out.
 
     ``local_template``: the release applies the template itself (<= 0.7), so tool-call arguments
-    are handed to it as mappings (render.py ``arguments_as_mappings``).
+    are handed to it as mappings (render.py ``arguments_as_mappings``). ``release_roles``: what
+    the installed release does with an unknown role (normalize.py ``unknown_role_policy``).
 
     Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
     and for the row guard the ``file:line`` source of each row kept and the indices of its
@@ -162,7 +170,7 @@ def read_batch(
                 row = _json_row(lines[i])
             else:
                 row = {name: examples[name][i] for name in columns}
-            normalized = normalize_row(row, options)
+            normalized = normalize_row(row, options, release_roles)
         except BadConversation as exc:
             ledger.skip(str(exc), where)
             continue

@@ -16,18 +16,11 @@ Shape needed: both functions, the latter with a ``render_endpoint`` keyword.
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.fix import (
-    Fits,
-    Fix,
-    Patcher,
-    applies,
-    not_applicable,
-    not_needed,
-)
-from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call, missing
+from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
 from speculators_qwen_compat.data import render as local_renderer
 
 LOCAL = "local"
@@ -37,27 +30,31 @@ def is_local(endpoint: Any) -> bool:
     return isinstance(endpoint, str) and (endpoint == LOCAL or endpoint.startswith(LOCAL + ":"))
 
 
+RENDER = Target(
+    PREPROCESSING,
+    "render_conversation",
+    params=("endpoint", "messages", "add_generation_prompt", "tools"),
+)
+BUILD = Target(
+    PREPROCESSING, "build_speculator_training_dataset", params=("render_endpoint", "processor")
+)
+
+
 class LocalRenderFix(Fix):
     name = "local_render"
     summary = "--render-endpoint local: render with the target's tokenizer, no vLLM server"
     modules = (PREPROCESSING,)
+    shapes = (
+        Shape(
+            "render_conversation renders locally for --render-endpoint local",
+            (BUILD, RENDER),
+            when=(present(PREPROCESSING, RENDER.path),),
+        ),
+    )
+    otherwise = not_needed("this release renders with the local tokenizer already")
+    applies_on = Span("0.8.1", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        if not hasattr(module, "render_conversation"):
-            return not_needed("this release renders with the local tokenizer already")
-        build = getattr(module, "build_speculator_training_dataset", None)
-        if build is None or missing(build, "render_endpoint", "processor"):
-            return not_applicable(
-                "no build_speculator_training_dataset(processor, render_endpoint)"
-            )
-        absent = missing(
-            module.render_conversation, "endpoint", "messages", "add_generation_prompt", "tools"
-        )
-        if absent:
-            return not_applicable(f"render_conversation takes no {', '.join(absent)}")
-        return applies("render_conversation renders locally for --render-endpoint local")
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+    def apply(self, found: Found, patcher: Patcher) -> None:
         def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             bound = bind(wrapped, args, kwargs)
             if bound.arguments["render_endpoint"] == LOCAL:
@@ -91,5 +88,5 @@ class LocalRenderFix(Fix):
                 truncation_side=arguments.get("truncation_side"),
             )
 
-        patcher.wrap(module, "build_speculator_training_dataset", build)
-        patcher.wrap(module, "render_conversation", render)
+        patcher.wrap(*found.place(BUILD), build)
+        patcher.wrap(*found.place(RENDER), render)

@@ -23,13 +23,13 @@ break the output), the fix also drops it there, so the processor gives the token
 from __future__ import annotations
 
 import logging
-from types import ModuleType
+from collections.abc import Callable
 from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.core.fix import not_needed as _not_needed
-from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, parameters
+from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -39,25 +39,32 @@ PROBE_CONVERSATION = [
 ]
 
 
+PROBE = Target(PREPROCESSING, "_supports_assistant_mask", arity=1)
+FALLBACK = present(PREPROCESSING, "_detect_assistant_pattern")
+HF_MASK = Target(PREPROCESSING, "_get_input_ids_loss_mask", optional=True)
+ADAPT = Target(PREPROCESSING, "_adapt_conv_for_hf", optional=True)
+
+
 class MaskProbeFix(Fix):
     name = "mask_probe"
     summary = "probe for HF assistant masks with a well-formed conversation; never raise"
     modules = (PREPROCESSING,)
+    shapes = (
+        Shape(
+            "the probe is replaced by one that never raises",
+            (PROBE, FALLBACK, HF_MASK, ADAPT),
+            when=(present(PREPROCESSING, PROBE.path),),
+        ),
+    )
+    otherwise = not_needed("this release has no assistant-mask probe")
+    applies_on = Span("0.5.0", "0.7.0.2")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        probe = getattr(module, "_supports_assistant_mask", None)
-        if probe is None:
-            return _not_needed("this release has no assistant-mask probe")
-        if len(parameters(probe)) != 1:
-            return not_applicable("_supports_assistant_mask does not take one argument")
-        if not hasattr(module, "_detect_assistant_pattern"):
-            return not_applicable("no _detect_assistant_pattern fallback to hand over to")
-        return applies("_supports_assistant_mask is replaced by a probe that never raises")
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        adapt = found.get(ADAPT)
 
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
         def safe_probe(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> bool:
             (processor,) = bind(wrapped, args, kwargs).arguments.values()
-            return supports_assistant_mask(module, processor)
+            return supports_assistant_mask(adapt, processor)
 
         def unbatched(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             result = wrapped(*args, **kwargs)
@@ -65,9 +72,9 @@ class MaskProbeFix(Fix):
                 return unbatch(result[0]), unbatch(result[1])
             return result
 
-        patcher.wrap(module, "_supports_assistant_mask", safe_probe)
-        if callable(getattr(module, "_get_input_ids_loss_mask", None)):
-            patcher.wrap(module, "_get_input_ids_loss_mask", unbatched)
+        patcher.wrap(*found.place(PROBE), safe_probe)
+        if found.has(HF_MASK):
+            patcher.wrap(*found.place(HF_MASK), unbatched)
 
 
 def unbatch(value: Any) -> Any:
@@ -79,11 +86,11 @@ def unbatch(value: Any) -> Any:
     return value
 
 
-def supports_assistant_mask(module: ModuleType, processor: Any) -> bool:
-    """True when the template's ``{% generation %}`` tags give a non-zero assistant mask."""
+def supports_assistant_mask(adapt: Callable[..., Any] | None, processor: Any) -> bool:
+    """True when the template's ``{% generation %}`` tags give a non-zero assistant mask.
+    ``adapt``: the release's ``_adapt_conv_for_hf`` (0.6/0.7), else None."""
     conversation: Any = PROBE_CONVERSATION
     try:
-        adapt = getattr(module, "_adapt_conv_for_hf", None)
         if adapt is not None:  # 0.6/0.7: a multimodal processor wants content parts
             conversation = adapt(PROBE_CONVERSATION, processor)
         encoded = processor.apply_chat_template(

@@ -9,31 +9,20 @@ Shape needed: that name bound to a set of strings.
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from speculators_qwen_compat.core.fix import (
-    Fits,
-    Fix,
-    Patcher,
-    applies,
-    not_applicable,
-)
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.targets import SET, Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
+from speculators_qwen_compat.data.ledger import REPORT_NAME
 
-REPORT_NAME = "compat_report.json"
-ALLOWED = "PREPARE_DATA_OVERWRITE_ALLOWED_FILES"
+ALLOWED = Target(CLI_PREPARE_DATA, "PREPARE_DATA_OVERWRITE_ALLOWED_FILES", kind=SET)
 
 
 class OverwriteGuardFix(Fix):
     name = "overwrite_guard"
-    summary = "let upstream's --overwrite guard accept compat_report.json"
+    summary = f"let upstream's --overwrite guard accept {REPORT_NAME}"
     modules = (CLI_PREPARE_DATA,)
+    shapes = (Shape(f"{REPORT_NAME} added", (ALLOWED,)),)
+    applies_on = Span("0.8.1", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        allowed = getattr(module, ALLOWED, None)
-        if not isinstance(allowed, (set, frozenset)):
-            return not_applicable(f"{module_name}.{ALLOWED} is not a set")
-        return applies(f"{REPORT_NAME} added to {ALLOWED}")
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
-        patcher.replace(module, ALLOWED, frozenset(getattr(module, ALLOWED)) | {REPORT_NAME})
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        patcher.replace(*found.place(ALLOWED), frozenset(found.get(ALLOWED)) | {REPORT_NAME})

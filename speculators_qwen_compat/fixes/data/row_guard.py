@@ -24,19 +24,18 @@ import os
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
     batch_length,
     bind,
     call,
     is_pretokenized,
-    missing,
 )
 from speculators_qwen_compat.data import ledger, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
-
-CONTEXT_COLUMN = "_compat_context"  # written by the conversations fix (read_batch)
+from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
 #: Upstream's own per-row error line; the ledger counts those rows, so the line is folded into
 #: the run's summary instead (see ``_FoldRowErrors``).
@@ -47,46 +46,54 @@ NOTHING_TO_SUPERVISE = (
 )
 
 
+BATCH = Target(PREPROCESSING, "_preprocess_batch", params=("examples",))
+SCRIPT_BATCH = Target(
+    PREPROCESSING, "_preprocess_batch", params=("examples", "tokenizer|processor", "max_length")
+)
+OFFSETS = Target(
+    PREPROCESSING,
+    "_create_loss_mask_from_offsets",
+    params=("text", "offsets", "assistant_pattern"),
+    optional=True,
+)
+RENDER_ROWS = Target(
+    PREPROCESSING, "_render_conversation_rows", params=("conv", "idx", "max_length")
+)
+BOUNDARY_ROWS = Target(PREPROCESSING, "_render_boundary_rows")
+#: 0.8+: one row per assistant turn, guarded per conversation; <= 0.7: per row of the batch.
+RENDER_ERA = Shape(
+    "_render_conversation_rows guarded per conversation",
+    (BATCH, RENDER_ROWS, BOUNDARY_ROWS),
+    when=(present(PREPROCESSING, RENDER_ROWS.path),),
+)
+SCRIPT_ERA = Shape("_preprocess_batch guarded per row", (SCRIPT_BATCH, OFFSETS))
+
+
 class RowGuardFix(Fix):
     name = "row_guard"
     summary = "skip and count a conversation the template or the normaliser rejects"
     modules = (PREPROCESSING,)
+    shapes = (RENDER_ERA, SCRIPT_ERA)
+    applies_on = Span("0.5.0", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        if not callable(getattr(module, "_preprocess_batch", None)):
-            return not_applicable("preprocessing has no _preprocess_batch")
-        batch = module._preprocess_batch
-        if missing(batch, "examples"):
-            return not_applicable("_preprocess_batch takes no examples")
-        if hasattr(module, "_render_conversation_rows"):
-            absent = missing(module._render_conversation_rows, "conv", "idx", "max_length")
-            if absent:
-                return not_applicable(f"_render_conversation_rows takes no {', '.join(absent)}")
-            if not callable(getattr(module, "_render_boundary_rows", None)):
-                return not_applicable("preprocessing has no _render_boundary_rows")
-            return applies("_render_conversation_rows guarded per conversation")
-        if len(missing(batch, "tokenizer", "processor")) != 1 or missing(batch, "max_length"):
-            return not_applicable("_preprocess_batch takes no tokenizer/processor and max_length")
-        offsets = getattr(module, "_create_loss_mask_from_offsets", None)
-        if callable(offsets) and missing(offsets, "text", "offsets", "assistant_pattern"):
-            return not_applicable("_create_loss_mask_from_offsets is not a known shape")
-        return applies("_preprocess_batch guarded per row")
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+    def apply(self, found: Found, patcher: Patcher) -> None:
         import logging
 
-        upstream_log = logging.getLogger(module_name)
+        upstream_log = logging.getLogger(found.module_name)
         patcher.replace(upstream_log, "filters", [*upstream_log.filters, _FoldRowErrors()])
-        if hasattr(module, "_render_conversation_rows"):
-            _guard_render_rows(module, patcher)
+        if found.shape is RENDER_ERA:
+            _guard_render_rows(found, patcher)
         else:
-            _guard_rows(module, patcher)
+            _guard_rows(found, patcher)
 
 
-def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
+def _guard_rows(found: Found, patcher: Patcher) -> None:
     """<= 0.7: call upstream's batch function once per row."""
+    module = found.module
 
-    current: dict[str, Any] = {"ordinals": [], "turns": 0, "placed": False, "error": None}
+    current: dict[str, Any] = {
+        "ordinals": [], "turns": 0, "placed": False, "error": None, "rendered": None
+    }  # fmt: skip
 
     def loss_mask_from_offsets(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         mask = wrapped(*args, **kwargs)
@@ -95,7 +102,7 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
             text = arguments["text"]
             offsets = arguments["offsets"]
             pattern = arguments["assistant_pattern"]
-            turns = weights.rendered_assistant_turns or current["turns"]
+            turns = current["rendered"].assistant_turns or current["turns"]
             try:
                 weights.unset_matches(mask, text, offsets, pattern, current["ordinals"], turns)
             except weights.WeightsUnplaceable as exc:
@@ -129,14 +136,15 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
                 )
                 current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
                 current["placed"], current["error"] = False, None
-                weights.rendered_assistant_turns = None
                 try:
                     bound.arguments["examples"] = one
-                    out = call(wrapped, bound)
+                    with weights.rendering_row() as rendered:
+                        current["rendered"] = rendered
+                        out = call(wrapped, bound)
                     if current["ordinals"] and not current["placed"]:
                         for mask in out.get("loss_mask", []):
                             clipped = isinstance(max_length, int) and len(mask) >= max_length
-                            turns = weights.rendered_assistant_turns or current["turns"]
+                            turns = rendered.assistant_turns or current["turns"]
                             weights.unset_runs(mask, current["ordinals"], turns, clipped)
                 except Exception as exc:
                     ledger.reject(exc, where)
@@ -162,12 +170,12 @@ def _guard_rows(module: ModuleType, patcher: Patcher) -> None:
                 merged["messages"] = []
         return merged
 
-    patcher.wrap(module, "_preprocess_batch", preprocess_batch)
-    if callable(getattr(module, "_create_loss_mask_from_offsets", None)):
-        patcher.wrap(module, "_create_loss_mask_from_offsets", loss_mask_from_offsets)
+    patcher.wrap(*found.place(SCRIPT_BATCH), preprocess_batch)
+    if found.has(OFFSETS):
+        patcher.wrap(*found.place(OFFSETS), loss_mask_from_offsets)
 
 
-def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
+def _guard_render_rows(found: Found, patcher: Patcher) -> None:
     """0.8+: guard each conversation; remember why a render failed, for the count."""
     state: dict[str, Any] = {"error": None, "sources": None, "contexts": None, "minimum": None}
 
@@ -219,9 +227,9 @@ def _guard_render_rows(module: ModuleType, patcher: Patcher) -> None:
                 ledger.skip(NOTHING_TO_SUPERVISE, where)
         return rows
 
-    patcher.wrap(module, "_preprocess_batch", preprocess_batch)
-    patcher.wrap(module, "_render_boundary_rows", render_boundary_rows)
-    patcher.wrap(module, "_render_conversation_rows", render_conversation_rows)
+    patcher.wrap(*found.place(BATCH), preprocess_batch)
+    patcher.wrap(*found.place(BOUNDARY_ROWS), render_boundary_rows)
+    patcher.wrap(*found.place(RENDER_ROWS), render_conversation_rows)
 
 
 def _where(examples: dict[str, list[Any]], i: int) -> str:

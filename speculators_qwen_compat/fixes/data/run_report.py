@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.errors import CompatError, DataError
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind, missing
+from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, DataError
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind
 from speculators_qwen_compat.data.ledger import Ledger, Tally
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -45,36 +45,38 @@ announce = True
 _current: Ledger | None = None
 
 
+RUN = Target(PREPROCESSING, "load_and_preprocess_dataset")
+#: 0.8+: the name ``speculators.cli.prepare_data`` binds with ``from ... import``.
+CLI_RUN = Target(CLI_PREPARE_DATA, "load_and_preprocess_dataset", optional=True)
+#: <= 0.6 die on an empty dataset here (IndexError).
+VISUALIZE = Target(PREPROCESSING, "_visualize_sample", params=("preprocessed",), optional=True)
+
+
 class RunReportFix(Fix):
     name = "run_report"
     summary = "count what a run reads and skips; fail with reasons instead of an empty dataset"
     modules = (PREPROCESSING, CLI_PREPARE_DATA)
+    shapes = (
+        Shape(
+            "load_and_preprocess_dataset reports skips and refuses empty output",
+            (RUN, CLI_RUN, VISUALIZE),
+        ),
+    )
+    applies_on = Span("0.5.0", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        if not callable(getattr(module, "load_and_preprocess_dataset", None)):
-            return not_applicable(f"{module_name} has no load_and_preprocess_dataset")
-        return applies("load_and_preprocess_dataset reports skips and refuses empty output")
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
-        if module_name == CLI_PREPARE_DATA:
-            import sys
-
-            preprocessing = sys.modules.get(PREPROCESSING)
-            bound = module.load_and_preprocess_dataset
-            if getattr(preprocessing, "load_and_preprocess_dataset", None) is bound:
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        if found.here(CLI_RUN):
+            if found.get(CLI_RUN) is found.get(RUN):
                 # Bound by ``from ... import`` after the preprocessing hook ran: already our
                 # wrapper; uninstall() must put the original back here too.
-                original = patcher.original_of(preprocessing, "load_and_preprocess_dataset")
-                patcher.adopt(module, "load_and_preprocess_dataset", original)
-                return
-        patcher.wrap(module, "load_and_preprocess_dataset", _run)
-        visualize = getattr(module, "_visualize_sample", None)
-        if (
-            module_name == PREPROCESSING
-            and callable(visualize)
-            and not missing(visualize, "preprocessed")
-        ):
-            patcher.wrap(module, "_visualize_sample", _visualize_sample)
+                original = patcher.original_of(*found.place(RUN))
+                patcher.adopt(*found.place(CLI_RUN), original)
+            else:
+                patcher.wrap(*found.place(CLI_RUN), _run)
+        if found.here(RUN):
+            patcher.wrap(*found.place(RUN), _run)
+        if found.here(VISUALIZE):
+            patcher.wrap(*found.place(VISUALIZE), _visualize_sample)
 
 
 def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -121,7 +123,7 @@ def _refuse_errors(tally: Tally) -> None:
     import sys
 
     where, reason, trace = tally.first_error
-    if trace and os.environ.get("SPECULATORS_QWEN_COMPAT_DEBUG", "") not in ("", "0"):
+    if trace and os.environ.get(DEBUG_ENV, "") not in ("", "0"):
         sys.stderr.write(trace)
     raise CompatError(
         f"{tally.errors} of {tally.conversations_in} conversations failed with an error that "

@@ -21,15 +21,13 @@ not load either, raises upstream's original error.
 
 from __future__ import annotations
 
-import inspect
 import logging
-from types import ModuleType
 from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
-from speculators_qwen_compat.core.fix import not_needed as _not_needed
-from speculators_qwen_compat.core.upstream import TRAIN_UTILS
+from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.upstream import TRAIN_UTILS, bind
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -37,41 +35,43 @@ log = logging.getLogger("speculators_qwen_compat")
 PROCESSOR_ERRORS = (OSError, ImportError, ValueError)
 
 
+#: The name ``speculators.train.utils`` binds; its one caller is ``resolve_mask_token_id``.
+LOAD_PROCESSOR = Target(TRAIN_UTILS, "load_processor", params=("target_model_path",))
+GET_TOKENIZER = Target(TRAIN_UTILS, "get_tokenizer")
+
+
 class MaskTokenFix(Fix):
     name = "mask_token"
     summary = "resolve the draft mask token from the tokenizer when no processor can be built"
     modules = (TRAIN_UTILS,)
+    shapes = (
+        Shape(
+            "resolve_mask_token_id falls back to the tokenizer when AutoProcessor cannot be built",
+            (LOAD_PROCESSOR, GET_TOKENIZER),
+            when=(
+                present(TRAIN_UTILS, "resolve_mask_token_id"),
+                present(TRAIN_UTILS, LOAD_PROCESSOR.path),
+            ),
+        ),
+    )
+    otherwise = not_needed(
+        "this release resolves the mask token through AutoTokenizer (or resolves none)"
+    )
+    applies_on = Span("0.6.0.2", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        if not hasattr(module, "resolve_mask_token_id"):
-            return _not_needed("this release resolves no mask token id")
-        loader = getattr(module, "load_processor", None)
-        if loader is None:
-            return _not_needed("this release resolves the mask token through AutoTokenizer")
-        params = list(inspect.signature(loader).parameters)
-        if not params:
-            return not_applicable("load_processor takes no model path")
-        if not callable(getattr(module, "get_tokenizer", None)):
-            return not_applicable("speculators.train.utils has no get_tokenizer")
-        return applies(
-            "resolve_mask_token_id falls back to the tokenizer when AutoProcessor cannot be built"
-        )
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+    def apply(self, found: Found, patcher: Patcher) -> None:
         def load_processor(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             try:
                 return wrapped(*args, **kwargs)
             except PROCESSOR_ERRORS as exc:
-                bound = inspect.signature(wrapped).bind(*args, **kwargs)
-                bound.apply_defaults()
-                values = list(bound.arguments.values())
-                trust = bool(bound.arguments.get("trust_remote_code", False))
-                tokenizer = tokenizer_instead(values[0], trust, exc)
+                arguments = bind(wrapped, args, kwargs).arguments
+                trust = bool(arguments.get("trust_remote_code", False))
+                tokenizer = tokenizer_instead(arguments["target_model_path"], trust, exc)
                 if tokenizer is None:
                     raise
                 return tokenizer
 
-        patcher.wrap(module, "load_processor", load_processor)
+        patcher.wrap(*found.place(LOAD_PROCESSOR), load_processor)
 
 
 def tokenizer_instead(path: Any, trust_remote_code: bool, error: BaseException) -> Any:

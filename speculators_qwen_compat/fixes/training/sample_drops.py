@@ -37,11 +37,11 @@ import re
 import sys
 import urllib.request
 from collections import Counter
-from types import ModuleType
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
 
 TRAINER = "speculators.train.trainer"
 RECOVERY = "speculators.train.recovery"
@@ -66,31 +66,31 @@ class _Run:
 _run = _Run()
 
 
+RUN_TRAINING = Target(TRAINER, "Trainer.run_training")
+CONSUME = Target(RECOVERY, "BatchRecoveryCoordinator.consume", params=("batch",))
+RAW_DATA = Target(DATA, "ArrowDataset._get_raw_data")
+
+
 class SampleDropsFix(Fix):
     name = "sample_drops"
     summary = "count the samples training drops; no surviving sample is a fatal error"
     modules = (TRAINER, RECOVERY, DATA)
+    shapes = (
+        Shape(
+            "dropped samples are counted; a run that trained on none fails",
+            (RUN_TRAINING, CONSUME, RAW_DATA),
+        ),
+    )
+    applies_on = Span("0.8.1", "0.9.0")
 
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        recovery = sys.modules.get(RECOVERY) if module_name != RECOVERY else module
-        coordinator = getattr(recovery, "BatchRecoveryCoordinator", None)
-        if coordinator is None or not callable(getattr(coordinator, "consume", None)):
-            return not_applicable("no speculators.train.recovery.BatchRecoveryCoordinator.consume")
-        trainer = getattr(module, "Trainer", None)
-        if module_name == TRAINER and not callable(getattr(trainer, "run_training", None)):
-            return not_applicable(f"{module_name} has no Trainer.run_training")
-        dataset = getattr(module, "ArrowDataset", None)
-        if module_name == DATA and not callable(getattr(dataset, "_get_raw_data", None)):
-            return not_applicable(f"{module_name} has no ArrowDataset._get_raw_data")
-        return applies("dropped samples are counted; a run that trained on none fails")
-
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
-        if module_name == TRAINER:
-            patcher.wrap(module.Trainer, "run_training", _run_training)
-        elif module_name == RECOVERY:
-            patcher.wrap(module.BatchRecoveryCoordinator, "consume", _consume)
-        else:
-            patcher.wrap(module.ArrowDataset, "_get_raw_data", _get_raw_data)
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        for target, wrapper in (
+            (RUN_TRAINING, _run_training),
+            (CONSUME, _consume),
+            (RAW_DATA, _get_raw_data),
+        ):
+            if found.here(target):
+                patcher.wrap(*found.place(target), wrapper)
 
 
 def _consume(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

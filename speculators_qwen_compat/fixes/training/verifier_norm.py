@@ -13,23 +13,23 @@ with ``Qwen3RMSNorm`` (``x*w``) in 0.6.0.2-0.8.1, and 0.9.0 picks ``x*(1+w)`` on
 Qwen3.5/3.6 verifier normalises with ``x*(1+w)`` (weights near zero): without the fix every
 drafter trained for it learns from mis-scaled targets, silently (docs/upstream.md "Training").
 
-What it does: when the verifier's effective model type (norm_convention.py) is in the ``(1+w)``
-family and the drafter's ``verifier_norm`` computes ``x*w`` (checked by running it), the module
-is replaced by a frozen ``(1+w)`` RMS norm of the same size, eps, dtype and device under the same
-attribute, so the state-dict key stays ``verifier_norm.weight``. A verifier_norm that already
-computes ``(1+w)`` (0.9.0 DFlash for dense Qwen3.5) is left alone and logged as not needed; an
-``x*w`` verifier (Llama, Qwen3) is never touched.
+What it does: when the verifier's effective model type (training/norm_convention.py) is in the
+``(1+w)`` family and the drafter's ``verifier_norm`` computes ``x*w`` (checked by running it), the
+module is replaced by a frozen ``(1+w)`` RMS norm of the same size, eps, dtype and device under
+the same attribute, so the state-dict key stays ``verifier_norm.weight``. A verifier_norm that
+already computes ``(1+w)`` (0.9.0 DFlash for dense Qwen3.5) is left alone and logged as not
+needed; an ``x*w`` verifier (Llama, Qwen3) is never touched.
 """
 
 from __future__ import annotations
 
 import logging
-from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.fix import Fits, Fix, Patcher, applies, not_applicable
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
-from speculators_qwen_compat.fixes.training import norm_convention as nc
+from speculators_qwen_compat.training import norm_convention as nc
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -39,23 +39,24 @@ ALREADY_RIGHT = "not-needed"
 LEFT_ALONE = "left-alone"
 
 
+POST_INIT = Target(SPECULATOR_MODEL, "SpeculatorModel.post_init")
+
+
 class VerifierNormFix(Fix):
     name = "verifier_norm"
     summary = "a drafter's frozen verifier_norm computes x*(1+w) for Qwen3.5/3.6-family verifiers"
     modules = (SPECULATOR_MODEL,)
-
-    def fits(self, module_name: str, module: ModuleType) -> Fits:
-        base = getattr(module, "SpeculatorModel", None)
-        if base is None:
-            return not_applicable("speculators.model has no SpeculatorModel")
-        if not callable(getattr(base, "post_init", None)):
-            return not_applicable("SpeculatorModel has no post_init to hook")
-        return applies(
+    shapes = (
+        Shape(
             "drafters holding a frozen verifier_norm (EAGLE-3, DFlash and their subclasses) get "
-            "an x*(1+w) norm when the verifier normalises that way (Qwen3.5/3.6, Qwen3-Next, Gemma)"
-        )
+            "an x*(1+w) norm when the verifier normalises that way (Qwen3.5/3.6, Qwen3-Next, "
+            "Gemma)",
+            (POST_INIT,),
+        ),
+    )
+    applies_on = Span("0.5.0", "0.9.0")
 
-    def apply(self, module_name: str, module: ModuleType, patcher: Patcher) -> None:
+    def apply(self, found: Found, patcher: Patcher) -> None:
         def post_init(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             result = wrapped(*args, **kwargs)
             if getattr(instance, ATTRIBUTE, None) is not None:
@@ -66,7 +67,7 @@ class VerifierNormFix(Fix):
                     log.warning("verifier_norm fix skipped for %s: %s", kind, exc)
             return result
 
-        patcher.wrap(module.SpeculatorModel, "post_init", post_init)
+        patcher.wrap(*found.place(POST_INIT), post_init)
 
 
 def verifier_of(model: Any) -> tuple[str | None, list[str] | None]:

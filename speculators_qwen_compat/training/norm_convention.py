@@ -1,6 +1,7 @@
 """Which final-norm convention a verifier uses, and a frozen RMS norm that computes ``x*(1+w)``.
 
-Shared by the verifier-norm fix (verifier_norm.py) and ``doctor`` (doctor/training_view.py).
+Shared by the verifier-norm fix (fixes/training/verifier_norm.py) and ``doctor``
+(doctor/training_view.py).
 A verifier normalises either as Llama/Qwen3 do, ``x / rms(x) * w``, or as Gemma, Qwen3-Next and
 Qwen3.5/3.6 do, ``x / rms(x) * (1 + w)`` with weights stored near zero (transformers'
 ``GemmaRMSNorm``, ``Gemma2RMSNorm``, ``Gemma3RMSNorm``, ``RecurrentGemmaRMSNorm``,

@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
 
 .PHONY: help test test-quick test-pipeline demo lint wheel install install-vision venvs vocab matrix \
-	check-new-release support-table bench clean distclean tools-venv base-cpu base-vision vllm \
+	check-new-release support-table patches bench clean distclean tools-venv base-cpu base-vision vllm \
 	$(addprefix release-,$(CORE_RELEASES))
 
 help:
@@ -34,6 +34,7 @@ help:
 	@echo "make lint       - ruff"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
 	@echo "make bench      - speed and memory ratios measured side by side"
+	@echo "make patches    - regenerate patches/ from the package's normaliser and local rendering"
 
 # tools/build_venv.sh decides itself whether an environment is current (content hash).
 tools-venv:
@@ -84,6 +85,10 @@ test-pipeline: install release-0.9.0 vllm
 
 check-new-release: install
 	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/check_new_release.py
+
+# patches/<release>/ fixes that carry the package's logic, built from it (tools/make_patches.py)
+patches: tools-venv
+	$(VENVS)/tools/bin/python tools/make_patches.py
 
 support-table: tools-venv
 	$(VENVS)/tools/bin/python tools/support_table.py

@@ -7,7 +7,10 @@ files unchanged), so nothing is downloaded during the tests. Every patch must pa
 Python with our run-time hooks off (``SPECULATORS_QWEN_COMPAT=0``) and the patched ``src`` first
 on ``PYTHONPATH``, so it shadows the installed release. Data preparation must keep every good
 conversation with the right mask and leave out the rejected ones, in both formats, with two map
-workers; the patches' normaliser and the package's must treat the hostile corpus alike.
+workers; the patches' normaliser and the package's must treat the hostile corpus alike; on 0.8+
+the patched local renderer must answer vLLM's golden ids (tests/golden/). What runs inside the
+patched source is tests/patched_checks.py, as a module. The patches that carry the package's logic
+must be what tools/make_patches.py makes of it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import parity_corpus
+import patched_checks
 import pytest
+import vllm_server
 from conftest import (
     RELEASE,
     RENDERS,
@@ -32,8 +38,10 @@ from conftest import (
     subprocess_env,
     write_dataset,
 )
+from hostile_corpus import corpus
 from mask_oracle import check_masks, load_rows
 from packaging.version import Version
+from qwen_vocab import vocab_dir
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
@@ -43,19 +51,18 @@ SEQ_LENGTH = 512
 #: A template that rejects every conversation, as a strict one rejects the mask probe's.
 RAISING_TEMPLATE = "{{ raise_exception('No user query found in messages.') }}"
 WITH_TOOLS = Version("0.7") <= RELEASE  # 0.7+ pass a row's tools column to the template
+TRUNCATES = Version("0.9") <= RELEASE  # 0.9 sends truncate_prompt_tokens
 
 
-def _release_source() -> ModuleType:
-    """tools/release_source.py (tools/ is not a package)."""
-    path = ROOT / "tools" / "release_source.py"
-    spec = importlib.util.spec_from_file_location("release_source", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _tool(name: str) -> ModuleType:
+    """A module of tools/ (not a package; its modules import each other by name)."""
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    return importlib.import_module(name)
 
 
-release_source = _release_source()
+release_source = _tool("release_source")
+make_patches = _tool("make_patches")
 
 
 def needed_fixes(release: Version) -> set[str]:
@@ -104,105 +111,29 @@ def _src(patched: PatchedSource) -> Path:
     return patched.src
 
 
-def _first_on_path(src: Path) -> str:
-    """The patched source first; the release's folder (transformers, datasets) behind it."""
-    return os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)
-
-
-def _run_patched(src: Path, code: str, params: dict[str, Any], cwd: Path) -> dict[str, Any]:
-    """Run ``code`` against the patched source, hooks off; it prints one JSON line last."""
+def _run_patched(src: Path, checks: list[str], params: dict[str, Any], cwd: Path) -> dict[str, Any]:
+    """tests/patched_checks.py's ``checks`` against the patched source, hooks off (one
+    interpreter: their start-up is not what they test)."""
+    request = cwd / "request.json"
+    request.write_text(json.dumps({"checks": checks, "params": params}), "utf-8")
+    path = os.pathsep.join((str(src), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")))
     result = subprocess.run(
-        [sys.executable, "-P", "-c", PRELUDE + code, json.dumps(params)],
+        [sys.executable, "-P", "-m", "patched_checks", str(request)],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env=subprocess_env(SPECULATORS_QWEN_COMPAT="0", PYTHONPATH=_first_on_path(src)),
+        env=subprocess_env(SPECULATORS_QWEN_COMPAT="0", PYTHONPATH=path.rstrip(os.pathsep)),
         timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert Path(out["speculators"]).is_relative_to(src), out["speculators"]
-    assert not out["hooks"], "speculators_qwen_compat's run-time hooks were on"
-    assert out["patched"], "preprocessing lacks the patches' UnusableConversationError"
+    identity = out["identity"]
+    assert Path(identity["speculators"]).is_relative_to(src), identity["speculators"]
+    assert not identity["hooks"], "speculators_qwen_compat's run-time hooks were on"
+    assert identity["patched"], "preprocessing lacks the patches' conversation_rules"
+    assert identity["package_unknown_roles"] is None, "a fix of the package ran"
     out["stderr"] = result.stderr
     return out
-
-
-PRELUDE = """
-import json, logging, sys, types
-logging.basicConfig(level=logging.WARNING, format="%(message)s")
-params = json.loads(sys.argv[1])
-import speculators
-from speculators.data_generation import preprocessing as P
-compat = sys.modules.get("speculators_qwen_compat")
-out = {
-    "speculators": speculators.__file__,
-    "hooks": bool(compat and compat.installed())
-    or not isinstance(P._preprocess_batch, types.FunctionType),
-    "patched": hasattr(P, "UnusableConversationError"),
-}
-"""
-
-#: Marks the start of each run's lines on stderr when one interpreter does several runs.
-RUN_MARK = "=== patched run: "
-
-PREPARE = """
-out["rows"] = {}
-for name, run in params["runs"].items():
-    print(RUN_MARK + name, file=sys.stderr, flush=True)
-    dataset, _ = P.load_and_preprocess_dataset(**run["kwargs"])
-    dataset.save_to_disk(run["output"])
-    out["rows"][name] = len(dataset)
-print(json.dumps(out))
-""".replace("RUN_MARK", repr(RUN_MARK))
-
-UNITS = """
-def outcome(conv):
-    try:
-        return P._normalize_conversation(conv)
-    except ValueError as exc:
-        return f"{type(exc).__name__}: {exc}"
-
-call = {"id": "c1", "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
-out["normalized"] = outcome([
-    {"role": "developer", "content": "Be brief."},
-    {"from": "human", "value": ["Weather in Paris?"]},
-    {"role": "assistant", "content": "", "reasoning_content": "Ask.", "tool_calls": [call]},
-    {"role": "function", "content": '{"t": 20}', "tool_call_id": "c1"},
-    {"from": "gpt", "value": "Mild.", "thinking": "Report it."},
-])
-out["unknown"] = outcome([{"role": "user", "content": "hi"},
-                          {"role": "narrator", "content": "meanwhile"},
-                          {"role": "assistant", "content": "yo"}])
-out["rejected"] = {
-    "not a mapping": outcome(["hello", {"role": "user", "content": "x"}]),
-    "bad arguments": outcome([{"role": "assistant", "content": "",
-                               "tool_calls": [{"name": "f", "arguments": "{oops"}]}]),
-}
-if hasattr(P, "_arguments_as_mappings"):  # <= 0.7: the template is applied in-process
-    out["for_template"] = P._arguments_as_mappings(out["normalized"])
-from transformers import AutoTokenizer
-if hasattr(P, "_supports_assistant_mask"):
-    try:
-        out["probe"] = P._supports_assistant_mask(AutoTokenizer.from_pretrained(params["raising"]))
-    except Exception as exc:
-        out["probe"] = f"{type(exc).__name__}: {exc}"
-if params["renders"]:
-    from speculators.data_generation.render_client import render_conversation
-    tok = AutoTokenizer.from_pretrained(params["model"])
-    msgs = [{"role": "user", "content": "Hello there, how are you today?"}]
-    text = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-    out["want"] = tok.encode(text, add_special_tokens=False)
-    endpoint = "local:" + params["model"]
-    out["local"] = render_conversation(endpoint, msgs, add_generation_prompt=True)
-    if params["truncates"]:
-        out["left"], out["right"] = (
-            render_conversation(endpoint, msgs, add_generation_prompt=True,
-                                truncate_prompt_tokens=5, truncation_side=side)
-            for side in ("left", "right")
-        )
-"""
 
 
 def test_release_has_the_patches_it_needs() -> None:
@@ -218,25 +149,42 @@ def test_patches_apply_in_order(patched: PatchedSource) -> None:
     assert patched.problem is None, patched.problem
 
 
+def test_committed_patches_are_what_make_patches_makes(patched: PatchedSource) -> None:
+    """The patches that carry the package's logic (normalize-turns, local-render) are generated
+    from it (tools/make_patches.py); a committed one that differs is stale."""
+    import speculators
+
+    installed = Path(speculators.__file__).parent
+    assert make_patches.stale(str(RELEASE), installed) == [], "run: make patches"
+
+
 @pytest.fixture(scope="module")
 def units(
     patched: PatchedSource, qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any] | None:
-    """UNITS and SAME_CORPUS in one interpreter of the patched source (None when the patches
-    did not apply: the tests then fail with the reason)."""
+    """The unit checks, the hostile corpus through both normalisers and (0.8+) the vLLM parity
+    corpus through the patched local renderer, in one interpreter of the patched source (None
+    when the patches did not apply: the tests then fail with the reason)."""
     if patched.problem:
         return None
     work = tmp_path_factory.mktemp("units")
     raising = demo.write_model(work / "raising", template=RAISING_TEMPLATE)
-    params = {
+    params: dict[str, Any] = {
         "model": str(qwen36_dir),
         "raising": str(raising),
         "renders": RENDERS,
-        "truncates": Version("0.9") <= RELEASE,  # 0.9 sends truncate_prompt_tokens
-        "tests": str(ROOT / "tests"),
+        "truncates": TRUNCATES,
     }
-    code = UNITS + SAME_CORPUS + "print(json.dumps(out))\n"
-    return _run_patched(patched.src, code, params, cwd=work)
+    checks = ["units", "same_corpus"]
+    if RENDERS:
+        checks.append("golden")
+        params["models"] = {
+            style: str(
+                vllm_server.model_folder(work / style, demo.chat_template(style), vocab_dir())
+            )
+            for style in parity_corpus.STYLES
+        }
+    return _run_patched(patched.src, checks, params, cwd=work)
 
 
 def test_probe_normalizer_and_local_render(
@@ -244,8 +192,7 @@ def test_probe_normalizer_and_local_render(
 ) -> None:
     _src(patched)
     assert units is not None
-    out = units
-    params = {"truncates": Version("0.9") <= RELEASE}
+    out = units["units"]
 
     if not RENDERS:  # the probe's template error means "no HF assistant mask"
         assert out["probe"] is False, out["probe"]
@@ -272,22 +219,116 @@ def test_probe_normalizer_and_local_render(
     # a role outside the table keeps the release's meaning: dropped <= 0.7, assistant 0.8+
     roles = [t["role"] for t in out["unknown"]]
     assert roles == (["user", "assistant", "assistant"] if RENDERS else ["user", "assistant"])
-    assert rejected["not a mapping"] == "UnusableConversationError: turn is not a mapping (str)"
+    assert rejected["not a mapping"] == "BadConversation: turn is not a mapping (str)"
     assert rejected["bad arguments"].endswith("tool call arguments are not valid JSON")
+    assert "narrator" in units["stderr"]  # the unknown role is logged
 
     if RENDERS:
-        assert out["local"] == out["want"]
-    if params["truncates"]:
-        assert out["left"] == out["want"][-5:]
-        assert out["right"] == out["want"][:5]
+        renders = out["renders"]
+        for name in ("plain", "parts"):
+            assert renders[name]["local"] == renders[name]["want"], name
+        # the Qwen templates loop over content (their render_content macro): vLLM hands them
+        # the parts as a list, and they join them without a newline
+        assert "First part.Second part." in renders["parts"]["text"]
+    if TRUNCATES:
+        want = out["renders"]["plain"]["want"]
+        assert out["renders"]["left"] == want[-5:]
+        assert out["renders"]["right"] == want[:5]
+
+
+def _golden_mismatches(got: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    bad = []
+    for name in sorted(expected):
+        a, b = got.get(name), expected[name]
+        if "status" in b:  # rejected by the server: must fail locally too
+            if a is None or "ids" in a:
+                bad.append(f"{name}: server answered {b['status']}, local rendered")
+        elif a != b:
+            bad.append(f"{name}: {str(a)[:160]} != {str(b)[:120]}")
+    return bad
+
+
+@pytest.mark.parametrize("style", parity_corpus.STYLES)
+def test_patched_local_render_gives_vllm_golden_ids(
+    patched: PatchedSource, units: dict[str, Any] | None, style: str
+) -> None:  # collected on 0.8+ only (below): <= 0.7 render in-process, with no vLLM to match
+    """0.8+: every case of the vLLM parity corpus (tests/parity_corpus.py) through the patched
+    ``render_conversation("local:...")`` gives the ids vLLM 0.32's render endpoint gave
+    (tests/golden/), or fails where the server answered 400. On 0.8, which sends no truncation
+    fields, the cases that ask for truncation are left out (0.9 runs them)."""
+    _src(patched)
+    assert units is not None
+    expected = parity_corpus.load_golden(style, vllm_server.VLLM_VERSION)
+    if not TRUNCATES:
+        cases = parity_corpus.cases()
+        expected = {k: v for k, v in expected.items() if "truncate_prompt_tokens" not in cases[k]}
+    assert _golden_mismatches(units["golden"][style], expected) == []
+
+
+if not RENDERS:
+    del test_patched_local_render_gives_vllm_golden_ids
+
+
+def _prepare_kwargs(model: Path, folder: Path, files: list[Path], proc: int) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "target_model_path": str(model),
+        "train_data_paths": [str(f) for f in files],
+        "seq_length": SEQ_LENGTH,
+        "build_dataset_num_proc": proc,
+        "token_freq_path": str(folder / "token_freq.pt"),
+    }
+    if RENDERS:
+        kwargs["render_endpoint"] = "local"
+    return kwargs
+
+
+def _types(value: Any, path: str, out: dict[str, set[str]]) -> dict[str, set[str]]:
+    """JSON type per path (list items share their list's path); nulls fit any type."""
+    if isinstance(value, dict):
+        out.setdefault(path, set()).add("object")
+        for key, item in value.items():
+            _types(item, f"{path}.{key}", out)
+    elif isinstance(value, list):
+        out.setdefault(path, set()).add("list")
+        for item in value:
+            _types(item, f"{path}[]", out)
+    elif value is not None:
+        out.setdefault(path, set()).add(type(value).__name__)
+    return out
+
+
+def arrow_files(folder: Path, rows: list[dict[str, Any]]) -> list[Path]:
+    """The rows in as few JSON-lines files as upstream's loader (``datasets``' JSON builder, one
+    Arrow schema per file) reads: a row goes to the first file whose rows give no path of it
+    another type. The package reads each row on its own; upstream cannot (README of patches/)."""
+    groups: list[tuple[dict[str, set[str]], list[dict[str, Any]]]] = []
+    for row in rows:
+        types = _types(row, "", {})
+        for known, members in groups:
+            if all(known.get(path, kinds) == kinds for path, kinds in types.items()) and all(
+                len(kinds) == 1 for kinds in types.values()
+            ):
+                for path, kinds in types.items():
+                    known.setdefault(path, kinds)
+                members.append(row)
+                break
+        else:
+            groups.append((types, [row]))
+    files = []
+    for index, (_, members) in enumerate(groups):
+        path = folder / f"part-{index:02d}.jsonl"
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in members))
+        files.append(path)
+    return files
 
 
 @pytest.fixture(scope="module")
 def prepared(
     patched: PatchedSource, qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any] | None:
-    """Both formats' data preparation, one after the other in one interpreter of the patched
-    source: per format its output folder, rows, rejected rows and its own stderr lines."""
+    """Data preparation of the patched source, one run after the other in one interpreter: both
+    formats of the sample data with rejected rows mixed in, and the hostile corpus; per run its
+    output folder, rows and its own stderr lines."""
     if patched.problem:
         return None
     work = tmp_path_factory.mktemp("prepare")
@@ -300,27 +341,54 @@ def prepared(
         folder = work / name
         folder.mkdir()
         data = write_dataset(folder / "data.jsonl", rows, sharegpt=sharegpt)
-        kwargs: dict[str, Any] = {
-            "target_model_path": str(qwen36_dir),
-            "train_data_paths": [str(data)],
-            "seq_length": SEQ_LENGTH,
-            "build_dataset_num_proc": 2,
-            "token_freq_path": str(folder / "token_freq.pt"),
-        }
-        if RENDERS:
-            kwargs["render_endpoint"] = "local"
+        kwargs = _prepare_kwargs(qwen36_dir, folder, [data], proc=2)
         runs[name] = {"kwargs": kwargs, "output": str(folder / "out")}
-    out = _run_patched(patched.src, PREPARE, {"runs": runs}, cwd=work)
-    parts = out["stderr"].split(RUN_MARK)[1:]
+    folder = work / "hostile"
+    folder.mkdir()
+    files = arrow_files(folder, [row for row, _ in corpus(RENDERS).values()])
+    kwargs = _prepare_kwargs(qwen36_dir, folder, files, proc=1)
+    runs["hostile"] = {"kwargs": kwargs, "output": str(folder / "out")}
+    out = _run_patched(patched.src, ["prepare"], {"runs": runs}, cwd=work)
+    parts = out["stderr"].split(patched_checks.RUN_MARK)[1:]
     stderr = {part.split("\n", 1)[0]: part for part in parts}
     assert sorted(stderr) == sorted(runs), out["stderr"][-3000:]
     return {
         name: {
-            "rows": out["rows"][name], "stderr": stderr[name], "output": Path(run["output"]),
+            "rows": out["prepare"][name], "stderr": stderr[name], "output": Path(run["output"]),
             "good": good, "rejected": rejected, "all": rows,
         }
         for name, run in runs.items()
     }  # fmt: skip
+
+
+#: Hostile rows the patched upstream keeps or skips unlike the package, and why (README of
+#: patches/, "Compared with the run-time package"); the rest must come out as the package's do.
+HOSTILE_DIFFERENCES: dict[str, str] = (
+    {"image_by_path": "local rendering refuses non-text parts (the server expands them)"}
+    if RENDERS
+    else {}
+)
+
+
+def test_hostile_corpus_rows_as_the_package(
+    patched: PatchedSource, prepared: dict[str, Any] | None, qwen36_dir: Path
+) -> None:
+    """The hostile corpus (tests/hostile_corpus.py, OpenAI form) through the patched upstream:
+    every row the package keeps is kept with the mask the oracle computes, no other row is,
+    but for the differences named in ``HOSTILE_DIFFERENCES``."""
+    _src(patched)
+    assert prepared is not None
+    out = prepared["hostile"]
+    cases = corpus(RENDERS)
+    assert set(HOSTILE_DIFFERENCES) <= set(cases)
+    kept = [
+        row
+        for kind, (row, reason) in cases.items()
+        if (reason is None) != (kind in HOSTILE_DIFFERENCES)
+    ]
+    expected = check_masks(qwen36_dir, load_rows(out["output"]), kept, RENDERS,
+                           with_tools=WITH_TOOLS)  # fmt: skip
+    assert out["rows"] == expected, out["stderr"][-3000:]
 
 
 @pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
@@ -354,30 +422,6 @@ def _batch_skips(stderr: str) -> int:
     return skipped
 
 
-SAME_CORPUS = """
-sys.path.insert(0, params["tests"])
-from hostile_corpus import as_sharegpt, corpus
-from speculators_qwen_compat.data.normalize import normalize_conversation, pick_conversation
-
-def outcome(normalize, conv):
-    try:
-        return "kept: " + json.dumps(normalize(conv), sort_keys=True)
-    except Exception as exc:
-        return "dropped: " + str(exc)
-
-out["pairs"] = {}
-for kind, (row, _) in corpus(params["renders"]).items():
-    for form, data in (("openai", row), ("sharegpt", as_sharegpt(row))):
-        try:
-            conv = pick_conversation(data)
-        except Exception:
-            continue  # no conversation at all: the row never reaches a normaliser
-        out["pairs"][f"{kind}/{form}"] = [
-            outcome(normalize_conversation, conv), outcome(P._normalize_conversation, conv)
-        ]
-"""
-
-
 def test_patched_normaliser_agrees_with_the_package_on_the_hostile_corpus(
     patched: PatchedSource, units: dict[str, Any] | None
 ) -> None:
@@ -385,7 +429,7 @@ def test_patched_normaliser_agrees_with_the_package_on_the_hostile_corpus(
     turns kept (compared whole), or dropped for the same reason, on every row."""
     _src(patched)
     assert units is not None
-    out = units
-    assert len(out["pairs"]) >= 60
-    diverging = {key: pair for key, pair in out["pairs"].items() if pair[0] != pair[1]}
+    pairs = units["same_corpus"]
+    assert len(pairs) >= 60
+    diverging = {key: pair for key, pair in pairs.items() if pair[0] != pair[1]}
     assert not diverging, json.dumps(diverging, indent=1)

@@ -361,12 +361,18 @@ def prepared(
     }  # fmt: skip
 
 
-#: Hostile rows the patched upstream keeps or skips unlike the package, and why (README of
-#: patches/, "Compared with the run-time package"); the rest must come out as the package's do.
-HOSTILE_DIFFERENCES: dict[str, str] = (
+#: Where the patched upstream treats hostile rows unlike the package, and why (README of
+#: patches/, "Compared with the run-time package"); every other row must come out as the
+#: package's. Rows the package keeps that the patches skip:
+HOSTILE_SKIPPED: dict[str, str] = (
     {"image_by_path": "local rendering refuses non-text parts (the server expands them)"}
     if RENDERS
     else {}
+)
+#: Rows the package skips ("nothing to supervise") that the patched upstream keeps as rows with
+#: no supervised token: <= 0.7 keep such rows, 0.8+ make no row of them either.
+HOSTILE_UNSUPERVISED: tuple[str, ...] = (
+    () if RENDERS else ("user_only", "vendor_role", "far_beyond_seq_length")
 )
 
 
@@ -374,21 +380,24 @@ def test_hostile_corpus_rows_as_the_package(
     patched: PatchedSource, prepared: dict[str, Any] | None, qwen36_dir: Path
 ) -> None:
     """The hostile corpus (tests/hostile_corpus.py, OpenAI form) through the patched upstream:
-    every row the package keeps is kept with the mask the oracle computes, no other row is,
-    but for the differences named in ``HOSTILE_DIFFERENCES``."""
+    every row the package keeps is kept with the mask the oracle computes and no other row has a
+    supervised token, but for the differences named above."""
     _src(patched)
     assert prepared is not None
     out = prepared["hostile"]
     cases = corpus(RENDERS)
-    assert set(HOSTILE_DIFFERENCES) <= set(cases)
+    assert set(HOSTILE_SKIPPED) | set(HOSTILE_UNSUPERVISED) <= set(cases)
+    assert all(cases[kind][1] is not None for kind in HOSTILE_UNSUPERVISED)
     kept = [
         row
         for kind, (row, reason) in cases.items()
-        if (reason is None) != (kind in HOSTILE_DIFFERENCES)
+        if reason is None and kind not in HOSTILE_SKIPPED
     ]
-    expected = check_masks(qwen36_dir, load_rows(out["output"]), kept, RENDERS,
-                           with_tools=WITH_TOOLS)  # fmt: skip
-    assert out["rows"] == expected, out["stderr"][-3000:]
+    rows = load_rows(out["output"])
+    supervised = [row for row in rows if any(row["loss_mask"])]
+    assert len(rows) - len(supervised) == len(HOSTILE_UNSUPERVISED), out["stderr"][-3000:]
+    expected = check_masks(qwen36_dir, supervised, kept, RENDERS, with_tools=WITH_TOOLS)
+    assert len(supervised) == expected, out["stderr"][-3000:]
 
 
 @pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])

@@ -5,8 +5,10 @@ Run as ``python -P -m patched_checks REQUEST.json`` with the patched ``src`` fir
 patched source shadows the installed release and none of the package's run-time fixes is on.
 The request names the checks to run and their parameters; one JSON object (each check's result
 under its name, with what identifies the interpreter) is printed last on stdout. The checks share
-one interpreter because start-up (torch, transformers, datasets) is not what they test; what they
-share is said where it matters (``prepare``).
+one interpreter because start-up (torch, transformers, datasets) is not what they test. The
+package's modules used here (the normaliser, the corpora) are functions of their arguments, and
+its fixes are off (``identity`` checks), so there is no package state to reset between checks; the
+patched upstream's own state is said where it matters (``prepare``).
 """
 
 from __future__ import annotations
@@ -33,8 +35,6 @@ def identity(params: dict[str, Any]) -> dict[str, Any]:
     """Which speculators this is, and that it is the patched one with our hooks off."""
     import speculators
 
-    from speculators_qwen_compat.data import normalize
-
     P = _preprocessing()
     compat = sys.modules.get("speculators_qwen_compat")
     return {
@@ -42,8 +42,6 @@ def identity(params: dict[str, Any]) -> dict[str, Any]:
         "hooks": bool(compat and compat.installed())
         or not isinstance(P._preprocess_batch, types.FunctionType),
         "patched": hasattr(P, "conversation_rules"),
-        # no fix ran, so the package's normaliser holds no release's answer
-        "package_unknown_roles": normalize.release_unknown_roles,
     }
 
 

@@ -131,7 +131,6 @@ def _run_patched(src: Path, checks: list[str], params: dict[str, Any], cwd: Path
     assert Path(identity["speculators"]).is_relative_to(src), identity["speculators"]
     assert not identity["hooks"], "speculators_qwen_compat's run-time hooks were on"
     assert identity["patched"], "preprocessing lacks the patches' conversation_rules"
-    assert identity["package_unknown_roles"] is None, "a fix of the package ran"
     out["stderr"] = result.stderr
     return out
 

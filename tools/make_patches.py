@@ -62,7 +62,7 @@ def generated(fix: str, release: str) -> Generated | None:
     """The module ``fix`` adds on ``release``; None for a fix kept by hand."""
     if fix == "normalize-turns":
         names = ("normalize_conversation", "BadConversation", "_State", "_normalize")
-        names += ("_drop_trailing_turns", "release_unknown_roles")
+        names += ("_drop_trailing_turns",)
         roots: tuple[tuple[str, tuple[str, ...]], ...] = ((NORMALIZE, names),)
         if not _renders(release):  # the template is applied in _preprocess_batch
             roots += ((RENDER, ("arguments_as_mappings",)),)

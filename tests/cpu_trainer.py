@@ -1,28 +1,44 @@
-"""Test-only: upstream's Trainer (0.9) on a machine without an accelerator; never shipped.
+"""Test-only: upstream's Trainer (0.8, 0.9) on a machine without an accelerator; never shipped.
 
-The Trainer moves the model and every batch to ``get_local_rank()`` (the integer 0, meaning
-``cuda:0`` here: "Cannot access accelerator device when none is available"), names the autocast
-device "cuda" when there is no accelerator, and its step timer calls
-``torch.accelerator.synchronize()``. ``on_cpu`` answers the CPU for the first, sets the
-Trainer's ``device_type`` to "cpu" (bf16 autocast as on a GPU) and makes the synchronisation a
-no-op while no accelerator exists; everything else is upstream's own code.
+The one trainer-on-CPU shim, used in-process (``on_cpu()``, a context manager) and in training
+subprocesses (``tests/cpu_site`` first on PYTHONPATH: its sitecustomize calls ``register()``,
+which hooks the same changes onto the modules' import). It changes exactly what a CPU run needs:
+
+- ``speculators.train.trainer``: the Trainer moves the model and every batch to
+  ``get_local_rank()`` (the integer 0, i.e. ``cuda:0``: "Cannot access accelerator device when
+  none is available"); here that name answers the CPU device. Its autocast region names the
+  device type "cuda" when no accelerator exists, which disables autocast on CPU (DFlash then
+  multiplies bf16 hidden states by float32 weights); here the Trainer's ``device_type`` is
+  "cpu", so bf16 autocast runs as it does on a GPU (``--hidden-states-dtype float32`` turns
+  autocast off, and is ~10x faster on CPU).
+- the same module's step timer calls ``torch.accelerator.synchronize()`` on every logged step,
+  which raises without an accelerator; here, with none available, it is a no-op (there is no
+  device work to wait for).
+- ``speculators.train.dataloader``: the DataLoader is built with ``pin_memory=True``. Without
+  an accelerator torch mostly warns and skips pinning, but a run whose batches are upstream's
+  empty placeholders (every sample dropped) dies with "pin_memory=True requires a CUDA or other
+  accelerator backend"; here it is built with ``pin_memory=False``.
+
+The Triton fused loss is avoided with upstream's own flag ``--loss-implementation eager``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from types import ModuleType
 from typing import Any
 
+TRAINER = "speculators.train.trainer"
+DATALOADER = "speculators.train.dataloader"
 
-@contextmanager
-def on_cpu() -> Iterator[None]:
-    import speculators.train.trainer as trainer_module
+
+def patch_trainer(module: ModuleType) -> Callable[[], None]:
+    """Put ``module`` (speculators.train.trainer) on the CPU; returns the undo."""
     import torch
 
-    saved = (trainer_module.get_local_rank, trainer_module.Trainer.__init__)
-    synchronize = torch.accelerator.synchronize
-    init = trainer_module.Trainer.__init__
+    saved = (module.get_local_rank, module.Trainer.__init__, torch.accelerator.synchronize)
+    local_rank, init, synchronize = saved
 
     def cpu_init(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
@@ -32,11 +48,57 @@ def on_cpu() -> Iterator[None]:
         if torch.accelerator.is_available():
             synchronize(*args, **kwargs)
 
-    trainer_module.get_local_rank = lambda: torch.device("cpu")
-    trainer_module.Trainer.__init__ = cpu_init
+    module.get_local_rank = lambda: torch.device("cpu")
+    module.Trainer.__init__ = cpu_init
     torch.accelerator.synchronize = cpu_synchronize
-    try:
-        yield
-    finally:
-        trainer_module.get_local_rank, trainer_module.Trainer.__init__ = saved
+
+    def undo() -> None:
+        module.get_local_rank, module.Trainer.__init__ = local_rank, init
         torch.accelerator.synchronize = synchronize
+
+    return undo
+
+
+def patch_dataloader(module: ModuleType) -> Callable[[], None]:
+    """Build ``module``'s (speculators.train.dataloader) DataLoaders unpinned; returns the undo."""
+    loader = module.DataLoader
+
+    def data_loader(*args: Any, **kwargs: Any) -> Any:
+        kwargs["pin_memory"] = False
+        return loader(*args, **kwargs)
+
+    module.DataLoader = data_loader
+
+    def undo() -> None:
+        module.DataLoader = loader
+
+    return undo
+
+
+@contextmanager
+def on_cpu() -> Iterator[None]:
+    """Upstream's Trainer and dataloader on the CPU inside the block, as they were after it."""
+    import importlib
+
+    with ExitStack() as stack:
+        stack.callback(patch_trainer(importlib.import_module(TRAINER)))
+        stack.callback(patch_dataloader(importlib.import_module(DATALOADER)))
+        yield
+
+
+def register() -> None:
+    """Apply both patches when upstream's modules are imported (training subprocesses)."""
+    import wrapt
+
+    wrapt.register_post_import_hook(patch_trainer, TRAINER)
+    wrapt.register_post_import_hook(patch_dataloader, DATALOADER)
+
+
+def subprocess_pythonpath(existing: str = "") -> str:
+    """PYTHONPATH for a training subprocess: tests/cpu_site (its sitecustomize) and tests/
+    (this module) before ``existing``."""
+    import os
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    return os.pathsep.join(p for p in (str(here / "cpu_site"), str(here), existing) if p)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from verifier_text import spread_like_trained
+
 from speculators_qwen_compat import demo
 
 HIDDEN = 64
@@ -79,8 +81,11 @@ def _vision() -> dict[str, Any]:
     }
 
 
-def build_model(kind: str) -> Any:
-    """The tiny random model of ``kind`` (a transformers model, eval mode, float32)."""
+def build_model(kind: str, trained_like: bool = False) -> Any:
+    """The tiny random model of ``kind`` (a transformers model, eval mode, float32).
+
+    ``trained_like``: final norm and lm_head spread as verifier_text.spread_like_trained does
+    (the verifier of the training-target checks); else final-norm weights 0.75 +- 0.5."""
     import torch
     import transformers as tf
 
@@ -104,6 +109,9 @@ def build_model(kind: str) -> Any:
     config._attn_implementation = "sdpa"
     model = model_class(config).eval()
     norm = model.get_submodule(final_norm)
+    if trained_like:
+        spread_like_trained(model, norm)
+        return model
     with torch.no_grad():  # away from zero: x*w and x*(1+w) differ everywhere
         norm.weight.copy_(torch.randn(norm.weight.shape) * 0.5 + 0.75)
     return model
@@ -115,9 +123,9 @@ def final_norm(model: Any) -> Any:
     return inner.language_model.norm if hasattr(inner, "language_model") else inner.norm
 
 
-def write_checkpoint(folder: Path, kind: str) -> Path:
+def write_checkpoint(folder: Path, kind: str, trained_like: bool = False) -> Path:
     """Save the tiny ``kind`` model (safetensors + config.json) with the tiny tokenizer."""
-    model = build_model(kind)
+    model = build_model(kind, trained_like)
     model.save_pretrained(folder)
     demo.write_model(folder, "qwen36")
     return folder

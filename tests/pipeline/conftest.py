@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import cpu_trainer
 import pytest
+import vllm_server
+from vllm_server import VllmServer
 
 from .data import conversations, write_jsonl
 from .models import KINDS, NUM_LAYERS, build_target
-from .vllm_server import HERE, VllmServer
 
 #: What the server extracts: speculators' default EAGLE-3 layers for 8 layers, and the last.
 AUX_LAYERS = [2, NUM_LAYERS // 2, NUM_LAYERS - 3]
@@ -46,9 +48,8 @@ def run(*args: str, timeout: float = 600, **extra: str) -> subprocess.CompletedP
 
 
 def cpu_training_env() -> dict[str, str]:
-    """PYTHONPATH for a training subprocess: the test-only CPU replacements first."""
-    path = os.environ.get("PYTHONPATH", "")
-    return {"PYTHONPATH": os.pathsep.join(p for p in (str(HERE / "cpu_training"), path) if p)}
+    """PYTHONPATH for a training subprocess: the test-only CPU trainer shim first."""
+    return {"PYTHONPATH": cpu_trainer.subprocess_pythonpath(os.environ.get("PYTHONPATH", ""))}
 
 
 @dataclass
@@ -83,14 +84,13 @@ def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     assert result.returncode == 0, result.stderr[-3000:]
     online = work / "online"
     shutil.copytree(prepared, online)
-    server = VllmServer(
-        model, LAYER_IDS, work / "vllm-out", work / "vllm-tmp", hybrid=kind == "qwen3_5"
+    server = vllm_server.serve_hidden_states(
+        model, LAYER_IDS, work / "vllm-out", hybrid=kind == "qwen3_5"
     )
     _running.append(server)
-    server.start()
     try:
         generation = run(
-            "-m", "speculators", "generate-offline-data", "--endpoint", server.url,
+            "-m", "speculators", "generate-offline-data", "--endpoint", server.endpoint,
             "--preprocessed-data", str(prepared), "--concurrency", "2",
             "--validate-outputs", "--fail-on-error",
         )  # fmt: skip

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from .conftest import AUX_LAYERS, LAYER_IDS, NUM_LAYERS, SEQ_LENGTH, Stage, cpu_training_env, run
-from .vllm_server import HERE
+
+HERE = Path(__file__).resolve().parent
 
 DRAFTERS = ("eagle3", "dflash")
 MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream would add <|MASK|>
@@ -60,7 +61,7 @@ def train(stage: Stage, drafter: str, online: bool, name: str | None = None, **f
         "--logger", "", "--log-dir", str(stage.work / "logs"),
     ]  # fmt: skip
     if online:
-        args += ["--on-missing", "generate", "--vllm-endpoint", stage.server.url]
+        args += ["--on-missing", "generate", "--vllm-endpoint", stage.server.endpoint]
         args += ["--generation-validation-retries", "0", "--max-retries", "0"]
     for flag, value in flags.items():
         args += [f"--{flag.replace('_', '-')}", value]
@@ -172,7 +173,7 @@ def test_served_name_mismatch_fails_with_one_line(stage: Stage) -> None:
 def test_doctor_checks_the_endpoint(stage: Stage) -> None:
     ok = run(
         "-m", "speculators_qwen_compat", "doctor", "--model", str(stage.model),
-        "--endpoint", stage.server.url, "--target-layer-ids", *map(str, AUX_LAYERS),
+        "--endpoint", stage.server.endpoint, "--target-layer-ids", *map(str, AUX_LAYERS),
     )  # fmt: skip
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "served model: matches" in ok.stdout, ok.stdout
@@ -186,7 +187,7 @@ def test_doctor_finds_a_mismatched_server(stage: Stage) -> None:
         alias.symlink_to(stage.model)
     bad = run(
         "-m", "speculators_qwen_compat", "doctor", "--model", str(alias),
-        "--endpoint", stage.server.url, "--target-layer-ids", "1", "2", "3", "4",
+        "--endpoint", stage.server.endpoint, "--target-layer-ids", "1", "2", "3", "4",
     )  # fmt: skip
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "served model: MISMATCH" in bad.stdout, bad.stdout

@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
 
 .PHONY: help test test-quick test-pipeline demo lint wheel install install-vision venvs vocab matrix \
-	check-new-release support-table patches bench clean distclean tools-venv base-cpu base-vision vllm \
+	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu base-vision vllm \
 	$(addprefix release-,$(CORE_RELEASES))
 
 help:
@@ -33,7 +33,8 @@ help:
 	@echo "make test-pipeline - prepare_data -> a real vLLM's hidden states -> a training step (CPU)"
 	@echo "make lint       - ruff"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
-	@echo "make bench      - speed and memory ratios measured side by side"
+	@echo "make bench      - speed and memory ratios measured side by side, then bench-acceptance"
+	@echo "make bench-acceptance - drafters trained with the fixes off and on: acceptance (CPU)"
 	@echo "make patches    - regenerate patches/ from the package's normaliser and local rendering"
 
 # tools/build_venv.sh decides itself whether an environment is current (content hash).
@@ -108,6 +109,13 @@ demo: install release-$(DEMO_RELEASE)
 # bench/RESULTS.md and the bench section of README.md.
 bench: install release-0.5.0 release-0.9.0 vllm vocab
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/run_bench.py
+	$(MAKE) bench-acceptance
+
+# Drafters trained through upstream's trainer on CPU with the fixes off and on, judged against
+# the verifier (and by vLLM's own acceptance counters): bench/acceptance.py; writes its section
+# of bench/RESULTS.md (after run_bench.py rewrote the file) and README.md.
+bench-acceptance: install release-0.8.1 release-0.9.0 vllm
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/acceptance.py
 
 clean:
 	rm -rf build demo-output demo-output.log

@@ -20,17 +20,24 @@ which hooks the same changes onto the modules' import). It changes exactly what 
   accelerator backend"; here it is built with ``pin_memory=False``.
 
 The Triton fused loss is avoided with upstream's own flag ``--loss-implementation eager``.
+When ``CPU_TRAINER_METRICS`` names a file, ``register()`` also appends every record of the
+trainer's metric logger (``speculators.metrics``: losses and accuracies per step) to it as a JSON
+line: upstream writes them only to tensorboard/wandb/trackio/mlflow, none of which is here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from types import ModuleType
 from typing import Any
 
 TRAINER = "speculators.train.trainer"
 DATALOADER = "speculators.train.dataloader"
+METRICS_ENV = "CPU_TRAINER_METRICS"
 
 
 def patch_trainer(module: ModuleType) -> Callable[[], None]:
@@ -86,18 +93,45 @@ def on_cpu() -> Iterator[None]:
         yield
 
 
+class JsonLinesMetrics(logging.Handler):
+    """Appends each metric record (a mapping of numbers or tensors) with its step."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(logging.INFO)
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not isinstance(record.msg, Mapping):
+            return
+        row = {"step": getattr(record, "step", None), **_plain(record.msg)}
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(row) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+        return float(value.item())
+    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+
 def register() -> None:
     """Apply both patches when upstream's modules are imported (training subprocesses)."""
     import wrapt
 
     wrapt.register_post_import_hook(patch_trainer, TRAINER)
     wrapt.register_post_import_hook(patch_dataloader, DATALOADER)
+    if os.environ.get(METRICS_ENV):
+        metrics = logging.getLogger("speculators.metrics")
+        metrics.addHandler(JsonLinesMetrics(os.environ[METRICS_ENV]))
+        if metrics.level == logging.NOTSET or metrics.level > logging.INFO:
+            metrics.setLevel(logging.INFO)
 
 
 def subprocess_pythonpath(existing: str = "") -> str:
     """PYTHONPATH for a training subprocess: tests/cpu_site (its sitecustomize) and tests/
     (this module) before ``existing``."""
-    import os
     from pathlib import Path
 
     here = Path(__file__).resolve().parent

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from verifier_text import spread_like_trained
+
 from speculators_qwen_compat import demo
 
 NUM_LAYERS = 8
@@ -38,11 +40,19 @@ def _config(kind: str):  # -> a transformers config
         from transformers import Qwen3Config
 
         return Qwen3Config(**common, architectures=["Qwen3ForCausalLM"])
-    from transformers import Qwen3_5TextConfig
+    from transformers import Qwen3_5MoeTextConfig, Qwen3_5TextConfig
 
-    return Qwen3_5TextConfig(
+    moe = kind == "qwen3_5_moe"
+    if moe:
+        common.update(
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=64,
+        )
+    return (Qwen3_5MoeTextConfig if moe else Qwen3_5TextConfig)(
         **common,
-        architectures=["Qwen3_5ForCausalLM"],
+        architectures=["Qwen3_5MoeForCausalLM" if moe else "Qwen3_5ForCausalLM"],
         layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"]
         * (NUM_LAYERS // 4),
         linear_num_key_heads=1,
@@ -59,8 +69,11 @@ def _config(kind: str):  # -> a transformers config
     )
 
 
-def build_target(kind: str, destination: Path, seed: int = 0) -> Path:
-    """A ``kind`` checkpoint (bf16 safetensors, config, tokenizer, template) in ``destination``."""
+def build_target(kind: str, destination: Path, seed: int = 0, trained_like: bool = False) -> Path:
+    """A ``kind`` checkpoint (bf16 safetensors, config, tokenizer, template) in ``destination``;
+    ``kind`` is one of KINDS or "qwen3_5_moe" (the acceptance bench's DFlash verifier).
+    ``trained_like``: the lm_head too is spread like a trained model's
+    (verifier_text.spread_like_trained)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -70,6 +83,8 @@ def build_target(kind: str, destination: Path, seed: int = 0) -> Path:
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.normal_(0.0, 0.5)
+    if trained_like:
+        spread_like_trained(model, model.model.norm, seed)
     model.to(torch.bfloat16).save_pretrained(destination)
     demo.write_model(destination, "qwen36")
     return destination

@@ -1,0 +1,67 @@
+"""Acceptance bench, step 4: a real serving engine's acceptance of a drafter (vLLM 0.32 on CPU).
+
+Run by the vLLM venv's Python in the environment of tests/vllm_server.py ``vllm_env`` (its
+sitecustomize answers vLLM's version lookup and makes torchvision importable for the Qwen3.5
+model): ``VERIFIER DRAFTER|none PROMPTS STEPS`` prints one JSON object. ``vllm.LLM`` serves the
+verifier in bf16, eager, with ``speculative_config={"method": "eagle3", "model": DRAFTER,
+"num_speculative_tokens": STEPS}`` (the drafter folder exactly as speculators' trainer saved it),
+or without speculation for ``none``; greedy decoding of the held-out prompts (token ids, no
+detokenisation: the tiny tokenizer does not cover the whole vocabulary), as many new tokens as
+bench/acceptance_data.py's continuations. Counters are vLLM's own totals from
+``llm.get_metrics()`` (the "SpecDecoding metrics" log line is an interval snapshot):
+``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``, ``..._num_accepted_tokens``,
+``..._num_accepted_tokens_per_pos``. The output token ids are printed too, so the caller can
+check that speculation leaves greedy output unchanged.
+
+Prefix caching is off: with it and any speculative method the hybrid model takes a Triton path
+(vLLM's ``mamba_utils``), and CPU has no Triton (tests/vllm_server.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+PREFIX = "vllm:spec_decode_"
+
+
+def counters(metrics: list) -> dict:
+    out: dict = {}
+    for metric in metrics:
+        if not metric.name.startswith(PREFIX):
+            continue
+        name = metric.name[len(PREFIX) :]
+        if hasattr(metric, "values"):  # a vector: one count per draft position
+            out[name] = [int(v) for v in metric.values]
+        else:
+            out[name] = out.get(name, 0) + int(metric.value)
+    return out
+
+
+def main(verifier: str, drafter: str, prompts_path: Path, steps: int) -> None:
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    served = json.loads(prompts_path.read_text())
+    new_tokens = len(served["continuations"][0])
+    speculative = None
+    if drafter != "none":
+        speculative = {"method": "eagle3", "model": drafter, "num_speculative_tokens": steps}
+    llm = LLM(
+        model=verifier, enforce_eager=True, dtype="bfloat16", max_model_len=512,
+        disable_log_stats=False, enable_prefix_caching=False, seed=0,
+        speculative_config=speculative,
+    )  # fmt: skip
+    params = SamplingParams(
+        temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False
+    )
+    prompts = [TokensPrompt(prompt_token_ids=ids) for ids in served["prompts"]]
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    result = counters(llm.get_metrics())
+    result["outputs"] = [list(o.outputs[0].token_ids) for o in outputs]
+    print("ACCEPTANCE " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))

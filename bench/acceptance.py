@@ -31,6 +31,7 @@ import platform
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,9 @@ def release_env(fixes: bool, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECULATORS_QWEN_COMPAT")}
     path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    # One thread per process: the cases run side by side, and on a busy machine OpenMP's
+    # spinning worker threads made a training step ~10x slower.
+    env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = path
     if not fixes:
         env["SPECULATORS_QWEN_COMPAT"] = "0"
@@ -94,13 +98,13 @@ def release_env(fixes: bool, **extra: str) -> dict[str, str]:
     return env
 
 
-def make_data(case: Case, work: Path, size: dict) -> Path:
+def make_data(verifier: str, work: Path, size: dict) -> Path:
     """The verifier and its data, once per verifier kind (both releases read the same files)."""
-    out = work / f"data-{case.verifier}"
+    out = work / f"data-{verifier}"
     if not (out / "data.json").is_file():
         numbers = [size["train"], size["heldout"], size["prompt"], size["new"]]
         command = [str(RELEASE_PYTHON), DATA_RELEASE, str(ROOT / "bench" / "acceptance_data.py"),
-                   case.verifier, str(out), *map(str, numbers)]  # fmt: skip
+                   verifier, str(out), *map(str, numbers)]  # fmt: skip
         run(command, work / "logs" / f"{out.name}.log", release_env(True))
     return out
 
@@ -240,38 +244,44 @@ def write_section(path: Path, body: str, heading: str = "") -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def run_case(case: Case, data: Path, work: Path, size: dict) -> dict:
+    result: dict = {"case": case}
+    for fixes in (False, True):
+        key = "on" if fixes else "off"
+        result[key] = train(case, data, work, fixes, size)
+        shown = {k: v for k, v in result[key].items() if k != "checkpoint"}
+        print(f"{case.name}, fixes {key}: {json.dumps(shown)}", flush=True)
+    if case.drafter == "eagle3":
+        served = json.loads((data / "heldout_prompts.json").read_text())["continuations"]
+        baseline = serve(data, None, case.steps, work)
+        for key in ("off", "on"):
+            counts = serve(data, result[key]["checkpoint"], case.steps, work)
+            result[f"vllm_{key}"] = vllm_figures(counts, baseline, served)
+            print(f"vLLM, fixes {key}: {json.dumps(result[f'vllm_{key}'])}", flush=True)
+    return result
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run at small sizes")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "acceptance")
     parser.add_argument("--cases", default="", help="comma list of case numbers (1-based)")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--jobs", type=int, default=len(CASES), help="cases run side by side")
     args = parser.parse_args(argv)
     size = (
         {"train": 24, "heldout": 8, "prompt": 16, "new": 48, "epochs": 1, "seq_len": 256}
         if args.quick
-        else {"train": 384, "heldout": 48, "prompt": 16, "new": 112, "epochs": 4, "seq_len": 512}
+        else {"train": 160, "heldout": 32, "prompt": 16, "new": 80, "epochs": 8, "seq_len": 512}
     )
     picked = [CASES[int(i) - 1] for i in args.cases.split(",") if i] or list(CASES)
     work = args.work / ("quick" if args.quick else "full")
     started = time.monotonic()
-    results = []
-    for case in picked:
-        data = make_data(case, work, size)
-        result = {"case": case}
-        for fixes in (False, True):
-            key = "on" if fixes else "off"
-            result[key] = train(case, data, work, fixes, size)
-            shown = {k: v for k, v in result[key].items() if k != "checkpoint"}
-            print(f"{case.name}, fixes {key}: {json.dumps(shown)}", flush=True)
-        if case.drafter == "eagle3":
-            served = json.loads((data / "heldout_prompts.json").read_text())["continuations"]
-            baseline = serve(data, None, case.steps, work)
-            for key in ("off", "on"):
-                counts = serve(data, result[key]["checkpoint"], case.steps, work)
-                result[f"vllm_{key}"] = vllm_figures(counts, baseline, served)
-                print(f"vLLM, fixes {key}: {json.dumps(result[f'vllm_{key}'])}", flush=True)
-        results.append(result)
+    kinds = sorted({case.verifier for case in picked})
+    # The cases are independent processes: run side by side (--jobs), data first.
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        data = dict(zip(kinds, pool.map(lambda k: make_data(k, work, size), kinds), strict=True))
+        results = list(pool.map(lambda c: run_case(c, data[c.verifier], work, size), picked))
     minutes = (time.monotonic() - started) / 60
     body = table(results) + "\n\n" + note(size, minutes, args.quick)
     print("\n" + body)

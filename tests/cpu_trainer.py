@@ -37,6 +37,7 @@ from typing import Any
 
 TRAINER = "speculators.train.trainer"
 DATALOADER = "speculators.train.dataloader"
+LOGGER = "speculators.train.logger"
 METRICS_ENV = "CPU_TRAINER_METRICS"
 
 
@@ -123,10 +124,22 @@ def register() -> None:
     wrapt.register_post_import_hook(patch_trainer, TRAINER)
     wrapt.register_post_import_hook(patch_dataloader, DATALOADER)
     if os.environ.get(METRICS_ENV):
+        wrapt.register_post_import_hook(log_metrics, LOGGER)
+
+
+def log_metrics(module: ModuleType) -> None:
+    """After ``module.setup_metric_logger`` (speculators.train.logger; its dictConfig replaces
+    the metric logger's handlers), add the JSON-lines handler."""
+    setup = module.setup_metric_logger
+
+    def setup_and_log(*args: Any, **kwargs: Any) -> Any:
+        result = setup(*args, **kwargs)
         metrics = logging.getLogger("speculators.metrics")
         metrics.addHandler(JsonLinesMetrics(os.environ[METRICS_ENV]))
-        if metrics.level == logging.NOTSET or metrics.level > logging.INFO:
-            metrics.setLevel(logging.INFO)
+        metrics.setLevel(logging.INFO)
+        return result
+
+    module.setup_metric_logger = setup_and_log
 
 
 def subprocess_pythonpath(existing: str = "") -> str:

@@ -47,6 +47,7 @@ README = ROOT / "README.md"
 START, END = "<!-- acceptance:start -->", "<!-- acceptance:end -->"
 MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream would add <|MASK|>
 AUX_LAYERS = ["2", "4", "5"]  # bench/acceptance_data.py AUX_LAYERS
+KEYS = ("off", "on")
 DATA_RELEASE = "0.9.0"  # whose transformers builds the verifiers and their data
 
 
@@ -245,19 +246,26 @@ def write_section(path: Path, body: str, heading: str = "") -> None:
 
 
 def run_case(case: Case, data: Path, work: Path, size: dict) -> dict:
+    """Both trainings side by side (and, for EAGLE-3, vLLM without speculation beside them),
+    then vLLM with each drafter side by side: independent processes."""
     result: dict = {"case": case}
-    for fixes in (False, True):
-        key = "on" if fixes else "off"
-        result[key] = train(case, data, work, fixes, size)
-        shown = {k: v for k, v in result[key].items() if k != "checkpoint"}
-        print(f"{case.name}, fixes {key}: {json.dumps(shown)}", flush=True)
-    if case.drafter == "eagle3":
-        served = json.loads((data / "heldout_prompts.json").read_text())["continuations"]
-        baseline = serve(data, None, case.steps, work)
-        for key in ("off", "on"):
-            counts = serve(data, result[key]["checkpoint"], case.steps, work)
-            result[f"vllm_{key}"] = vllm_figures(counts, baseline, served)
-            print(f"vLLM, fixes {key}: {json.dumps(result[f'vllm_{key}'])}", flush=True)
+    eagle3 = case.drafter == "eagle3"
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        runs = {key: pool.submit(train, case, data, work, key == "on", size) for key in KEYS}
+        baseline = pool.submit(serve, data, None, case.steps, work) if eagle3 else None
+        for key in KEYS:
+            result[key] = runs[key].result()
+            shown = {k: v for k, v in result[key].items() if k != "checkpoint"}
+            print(f"{case.name}, fixes {key}: {json.dumps(shown)}", flush=True)
+        if baseline is not None:
+            served = json.loads((data / "heldout_prompts.json").read_text())["continuations"]
+            counts = {k: pool.submit(serve, data, result[k]["checkpoint"], case.steps, work)
+                      for k in KEYS}  # fmt: skip
+            for key in KEYS:
+                result[f"vllm_{key}"] = vllm_figures(
+                    counts[key].result(), baseline.result(), served
+                )
+                print(f"vLLM, fixes {key}: {json.dumps(result[f'vllm_{key}'])}", flush=True)
     return result
 
 
@@ -272,7 +280,7 @@ def main(argv: list[str]) -> int:
     size = (
         {"train": 24, "heldout": 8, "prompt": 16, "new": 48, "epochs": 1, "seq_len": 256}
         if args.quick
-        else {"train": 160, "heldout": 32, "prompt": 16, "new": 80, "epochs": 8, "seq_len": 512}
+        else {"train": 160, "heldout": 32, "prompt": 16, "new": 80, "epochs": 4, "seq_len": 512}
     )
     picked = [CASES[int(i) - 1] for i in args.cases.split(",") if i] or list(CASES)
     work = args.work / ("quick" if args.quick else "full")

@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
 
 .PHONY: help test test-quick test-pipeline demo lint wheel install install-vision venvs vocab matrix \
-	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu base-vision vllm \
+	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu base-vision vllm specforge \
 	$(addprefix release-,$(CORE_RELEASES))
 
 help:
@@ -48,6 +48,8 @@ vllm:
 	tools/build_venv.sh vllm
 vocab:
 	tools/build_venv.sh vocab
+specforge:
+	tools/build_venv.sh specforge
 release-%:
 	tools/build_venv.sh release $*
 
@@ -107,7 +109,7 @@ demo: install release-$(DEMO_RELEASE)
 
 # Ratios measured side by side in one run (bench/run_bench.py): prints the table, writes
 # bench/RESULTS.md and the bench section of README.md.
-bench: install release-0.5.0 release-0.9.0 vllm vocab
+bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/run_bench.py
 	$(MAKE) bench-acceptance
 

@@ -1,14 +1,15 @@
-"""Rows and tokens in one run's output: ``python count_tokens.py OUTPUT``; prints "ROWS TOKENS".
+"""Rows, tokens and supervised spans in one run's output: ``python count_tokens.py OUTPUT``;
+prints "ROWS TOKENS SPANS" (arrow_counts.py).
 
-A prepare_data output (``save_to_disk``) is counted from its ``input_ids`` offsets; the floor
-loop's folder holds its own ``count.txt``."""
+A prepare_data output (``save_to_disk``) is counted from its Arrow files; the floor loop and
+the peer write their own ``count.txt`` (the floor supervises nothing: spans -)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import pyarrow.compute as pc
+from arrow_counts import counts
 from datasets import load_from_disk
 
 
@@ -17,9 +18,7 @@ def main() -> None:
     if (folder / "count.txt").is_file():
         print((folder / "count.txt").read_text().strip())
         return
-    ids = load_from_disk(str(folder)).data.column("input_ids")
-    tokens = pc.sum(pc.list_value_length(ids)).as_py() or 0
-    print(len(ids), tokens)
+    print(*counts(load_from_disk(str(folder)).data.table))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 from timing import Sample, median
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+PEER_MARKERS = ("<!-- bench-peer:start -->", "<!-- bench-peer:end -->")
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class Run:
     rows: int
     tokens: int
     samples: list[Sample]
+    #: Runs of ones in the output's loss masks: the assistant spans it trains on (0: none).
+    spans: int = 0
 
     @property
     def wall(self) -> float:
@@ -108,9 +111,10 @@ def runs_table(runs: list[Run]) -> str:
 
 def memory_table(runs: list[Run], sizes: list[int]) -> str:
     """Peak memory per size, entry point and hand-patched side by side, and the growth."""
+    by_name = {r.name: r for r in runs}
+    sizes = [n for n in sizes if f"entry-mem-{n}" in by_name and f"hand-mem-{n}" in by_name]
     if not sizes:
         return ""
-    by_name = {r.name: r for r in runs}
     lines = [
         "| short chats | entry point peak MB | hand-patched peak MB | entry point / hand-patched "
         "| entry point peak anonymous MB | hand-patched peak anonymous MB |",
@@ -177,11 +181,50 @@ def seconds_table(samples: dict[str, list[Sample]]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, body: str) -> None:
-    """Replace what stands between the bench markers; nothing else in the file changes."""
+def update_readme(readme: Path, body: str, markers: tuple[str, str] = (START, END)) -> None:
+    """Replace what stands between the markers; nothing else in the file changes."""
     text = readme.read_text(encoding="utf-8")
-    start, end = text.find(START), text.find(END)
+    start, end = text.find(markers[0]), text.find(markers[1])
     if start < 0 or end < start:
-        raise SystemExit(f"{readme}: no {START} ... {END} section")
-    new = text[: start + len(START)] + "\n" + body + "\n" + text[end:]
+        raise SystemExit(f"{readme}: no {markers[0]} ... {markers[1]} section")
+    new = text[: start + len(markers[0])] + "\n" + body + "\n" + text[end:]
     readme.write_text(new, encoding="utf-8")
+
+
+def _did(outcome: dict[str, object], good: int) -> str:
+    """What a run did with ``good`` good rows and one bad one, in words."""
+    said = str(outcome["said"]).replace("|", "\\|")
+    said = said if len(said) <= 140 else said[:137] + "..."
+    if outcome["code"] != 0:
+        return f"**the run fails** (exit {outcome['code']}): `{said}`"
+    return f"exit 0, {outcome['rows']:,} rows from {good + 1} conversations: `{said}`"
+
+
+def peer_table(runs: list[Run], bad_rows: dict[str, dict[str, dict[str, object]]],
+               good: int) -> str:  # fmt: skip
+    """Ours against SpecForge: the time and what each supervises, then the bad rows."""
+    by_name = {r.name: r for r in runs}
+    ours, peer = by_name.get("entry-0.9-vs-peer"), by_name.get("specforge")
+    if ours is None or peer is None:
+        return ""
+    cpu = [median([s.cpu for s in r.samples]) for r in (ours, peer)]
+    lines = [
+        "| compared with SpecForge 0.2.0 | ours (0.9.0, `--render-endpoint local`) | SpecForge "
+        "| ours / SpecForge |",
+        "|---|---|---|---|",
+        f"| CPU s, {ours.conversations:,} mixed conversations, 2 workers | {cpu[0]:.1f} "
+        f"| {cpu[1]:.1f} | {cpu[0] / cpu[1]:.2f} |",
+        f"| wall s | {ours.wall:.1f} | {peer.wall:.1f} | {ours.wall / peer.wall:.2f} |",
+        f"| peak memory MB | {ours.peak_mb:,.0f} | {peer.peak_mb:,.0f} "
+        f"| {ours.peak_mb / peer.peak_mb:.2f} |",
+        f"| rows out | {ours.rows:,} (a row per assistant turn) | {peer.rows:,} | - |",
+        f"| tokens out | {ours.tokens:,} | {peer.tokens:,} | - |",
+        f"| assistant spans supervised (runs of ones in the loss masks) | {ours.spans:,} "
+        f"| {peer.spans:,} | {ours.spans / max(peer.spans, 1):.2f} |",
+    ]
+    for kind, outcomes in bad_rows.items():
+        lines.append(
+            f"| one bad row: {kind.replace('-', ' ')} | {_did(outcomes['ours'], good)} "
+            f"| {_did(outcomes['SpecForge'], good)} | - |"
+        )
+    return "\n".join(lines)

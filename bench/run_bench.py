@@ -16,7 +16,11 @@ that ran next to each other (the order reversed every other round):
 3. memory: peak PSS of the whole process tree, entry point and hand-patched 0.5.0, on short
    chats at 100,000 and 1,000,000 conversations (identical rows, so their times compare too);
 4. ``python -c pass`` with the .pth active against switched off;
-5. the floor: apply_chat_template over the slice in a plain loop, against the entry point.
+5. the floor: apply_chat_template over the slice in a plain loop, against the entry point;
+6. the peer: SpecForge 0.2.0's data preparation (bench/peer_specforge.py) against the entry
+   point on 0.9.0 with ``--render-endpoint local``, on the slice (CPU, wall, the assistant
+   spans each supervises), and both on the slice's head with one bad row (a template
+   rejection; tool-call arguments that are not valid JSON): what each does with it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ RESULTS = workloads.BENCH / "RESULTS.md"
 README = workloads.ROOT / "README.md"
 Samples = dict[str, list[Sample]]
 SAME_ROWS: list[str] = []
+BAD_ROWS: dict[str, dict[str, dict[str, object]]] = {}  # kind -> {"ours"|"SpecForge": outcome}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -52,6 +57,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seq-length", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--vocab", type=Path, default=ROOT / ".venvs" / "assets" / "qwen36-vocab")
+    parser.add_argument("--peer-good-rows", type=int, default=200, help="rows beside a bad one")
+    parser.add_argument("--only", default="", help="comma-separated parts (memory,mix,new,floor,"
+                        "old,start,peer); default all")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="only print the tables")
     return parser.parse_args(argv)
 
@@ -65,6 +73,7 @@ def prepare_inputs(setup: Setup, args: argparse.Namespace) -> None:
     workloads.make_model(setup, OLD, args.vocab)
     workloads.make_data(setup, OLD, "mix", "mix", args.conversations)
     workloads.head(setup, "mix", "slice", args.slice)
+    workloads.peer_data(setup, "slice")
     sizes = memory_sizes(args)
     if sizes:
         workloads.make_data(setup, OLD, f"chat-{sizes[-1]}", "chat", sizes[-1])
@@ -127,6 +136,27 @@ def measure_floor(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples
     return alternate(commands, args.rounds, logs)
 
 
+def measure_peer(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    print(f"== {NEW} local vs SpecForge 0.2.0, {args.slice} conversations", flush=True)
+    commands = [
+        workloads.entry_point(setup, NEW, "entry-0.9-vs-peer", "slice", args.workers,
+                              "--render-endpoint", "local"),
+        workloads.specforge(setup, "specforge", "slice", args.workers),
+    ]  # fmt: skip
+    samples = alternate(commands, args.rounds, logs)
+    for kind in workloads.BAD_ROWS:
+        data = workloads.bad_rows_data(setup, "slice", kind, args.peer_good_rows)
+        ours = workloads.entry_point(setup, NEW, f"ours-{data}", data, args.workers,
+                                     "--render-endpoint", "local")  # fmt: skip
+        peer = workloads.specforge(setup, f"peer-{data}", data, args.workers)
+        BAD_ROWS[kind] = {
+            "ours": workloads.outcome(ours, setup, NEW, logs / f"ours-{data}.log"),
+            "SpecForge": workloads.outcome(peer, setup, NEW, logs / f"peer-{data}.log"),
+        }
+        print(f"  {kind}: {BAD_ROWS[kind]}", flush=True)
+    return samples
+
+
 def measure_start_up(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
     print(f"== python -c pass x {args.start_repeat} per sample, speculators {NEW}", flush=True)
     commands = [
@@ -146,6 +176,8 @@ RUNS = {
     "entry-0.9-local": (NEW, "slice", "entry point, `--render-endpoint local`"),
     "entry-0.5-slice": (OLD, "slice", "entry point"),
     "floor-loop": (OLD, "slice", "floor: plain apply_chat_template loop, 1 process"),
+    "entry-0.9-vs-peer": (NEW, "slice", "entry point, `--render-endpoint local` (beside the peer)"),
+    "specforge": (NEW, "slice", "SpecForge 0.2.0: prepare_prompt_tasks, template `qwen3.5`"),
 }
 
 
@@ -159,8 +191,10 @@ def runs_of(setup: Setup, args: argparse.Namespace, samples: Samples) -> list[Ru
         if name not in samples:
             continue
         conversations = sum(1 for _ in setup.data(data).open("rb"))
-        rows, tokens = workloads.output_size(setup, release, name)
-        runs.append(Run(name, what, release, data, conversations, rows, tokens, samples[name]))
+        rows, tokens, spans = workloads.output_size(setup, release, name)
+        runs.append(
+            Run(name, what, release, data, conversations, rows, tokens, samples[name], spans)
+        )
     return runs
 
 
@@ -243,8 +277,13 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
             f"plain apply_chat_template loop / entry point ({args.workers} workers)",
             **both("floor-loop", "entry-0.5-slice"),
         ),
+        Ratio(
+            f"6. the peer ({NEW} `--render-endpoint local`, {args.slice:,} mixed)",
+            "entry point / SpecForge 0.2.0 data preparation",
+            **both("entry-0.9-vs-peer", "specforge"),
+        ),
     ]
-    return ratios
+    return [r for r in ratios if r.ratios or r.cpu_ratios]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,14 +295,19 @@ def main(argv: list[str] | None = None) -> int:
         logs.mkdir()
         setup = Setup(ROOT, work, args.seq_length)
         prepare_inputs(setup, args)
-        samples = {
-            **measure_memory(setup, args, logs),
-            **measure_full_mix(setup, args, logs),
-            **measure_new_family(setup, args, logs),
-            **measure_floor(setup, args, logs),
-            **measure_old_family(setup, args, logs),
-            **measure_start_up(setup, args, logs),
+        parts = {
+            "memory": measure_memory,
+            "mix": measure_full_mix,
+            "new": measure_new_family,
+            "floor": measure_floor,
+            "old": measure_old_family,
+            "start": measure_start_up,
+            "peer": measure_peer,
         }
+        chosen = [p for p in args.only.split(",") if p] or list(parts)
+        samples: Samples = {}
+        for part in chosen:
+            samples.update(parts[part](setup, args, logs))
         runs = runs_of(setup, args, samples)
     minutes = (time.perf_counter() - began) / 60
     about = report.machine(setup.python(NEW))
@@ -292,15 +336,19 @@ def main(argv: list[str] | None = None) -> int:
         + "\n\n"
         + note
     )
-    print("\n" + body)
+    peer = report.peer_table(runs, BAD_ROWS, args.peer_good_rows)
+    print("\n" + body + ("\n\n" + peer if peer else ""))
     if not args.no_write:
         details = report.seconds_table(samples)
         RESULTS.write_text(
-            f"# make bench\n\n{body}\n\n## Seconds per command\n\n{details}\n\n"
+            f"# make bench\n\n{body}\n\n## Compared with SpecForge\n\n{peer or 'not run'}\n\n"
+            f"## Seconds per command\n\n{details}\n\n"
             f"{workloads.DESCRIPTION}\n",
             encoding="utf-8",
         )
         report.update_readme(README, body)
+        if peer:
+            report.update_readme(README, peer, report.PEER_MARKERS)
         print(f"\nwrote {RESULTS} and the bench section of {README}")
     return 0
 

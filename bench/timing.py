@@ -151,7 +151,10 @@ def paired_ratios(
     samples: dict[str, list[Sample]], numerator: str, denominator: str, what: str = "wall"
 ) -> list[float]:
     """The ratio of the two commands within each round (they ran next to each other) in
-    ``what``: "wall", "cpu" or "phase" seconds; rounds without a phase are left out."""
+    ``what``: "wall", "cpu" or "phase" seconds; rounds without a phase are left out, and a pair
+    not run (``run_bench.py --only``) gives none."""
+    if numerator not in samples or denominator not in samples:
+        return []
     pairs = zip(samples[numerator], samples[denominator], strict=True)
     values = [(getattr(a, what), getattr(b, what)) for a, b in pairs]
     return [x / y for x, y in values if x is not None and y]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from timing import Command
 
@@ -64,6 +65,9 @@ class Setup:
 
     def messages(self, name: str) -> Path:
         return self.work / "data" / name / "messages.jsonl"
+
+    def peer_data(self, name: str) -> Path:
+        return self.work / "data" / name / "specforge.jsonl"
 
     def output(self, name: str) -> Path:
         return self.work / "out" / name
@@ -256,7 +260,114 @@ def compare_rows(setup: Setup, release: str, first: str, second: str) -> str:
     return f"**the outputs differ** ({result.stderr.strip().splitlines()[-1]})"
 
 
-def output_size(setup: Setup, release: str, name: str) -> tuple[int, int]:
-    """Rows and tokens (summed ``input_ids`` lengths) in a run's output."""
-    rows, tokens = _helper(setup, release, "count_tokens.py", setup.output(name)).split()
-    return int(rows), int(tokens)
+def output_size(setup: Setup, release: str, name: str) -> tuple[int, int, int]:
+    """Rows, tokens (summed ``input_ids`` lengths) and supervised spans in a run's output
+    (count_tokens.py; the floor supervises nothing: spans 0)."""
+    counted = _helper(setup, release, "count_tokens.py", setup.output(name)).split()
+    rows, tokens, spans = (int(n) for n in [*counted, "0"][:3])
+    return rows, tokens, spans
+
+
+PEER = "specforge-0.2.0"  # tools/build_venv.sh specforge: SpecForge's own environment
+ROLES = {"human": "user", "gpt": "assistant", "system": "system", "tool": "tool"}
+
+
+def _openai_row(sharegpt: dict[str, Any]) -> dict[str, Any]:
+    """A ShareGPT row of make_data.py in the form SpecForge's data path reads: OpenAI turns
+    under ``conversations`` (tool-call arguments stay JSON strings), ``tools`` beside them."""
+    turns = []
+    for turn in sharegpt["conversations"]:
+        out = {"role": ROLES[turn["from"]], "content": turn["value"]}
+        out.update({k: v for k, v in turn.items() if k not in ("from", "value")})
+        turns.append(out)
+    row: dict[str, Any] = {"conversations": turns}
+    if "tools" in sharegpt:
+        row["tools"] = sharegpt["tools"]
+    return row
+
+
+def peer_data(setup: Setup, name: str) -> None:
+    """``data/NAME/specforge.jsonl``: the conversations of ``data/NAME`` in SpecForge's form."""
+    with (
+        setup.data(name).open(encoding="utf-8") as src,
+        setup.peer_data(name).open("w", encoding="utf-8") as dst,
+    ):
+        for line in src:
+            dst.write(json.dumps(_openai_row(json.loads(line)), ensure_ascii=False) + "\n")
+
+
+#: One bad row each: a turn the Qwen3.6 template rejects (a system message after the first
+#: turn: "System message must be at the beginning."), and a tool call whose arguments are not
+#: valid JSON (written by hand or cut off by a length limit).
+BAD_ROWS: dict[str, list[dict[str, Any]]] = {
+    "template-rejection": [
+        {"from": "human", "value": "Summarise the log."},
+        {"from": "gpt", "value": "The server restarted twice."},
+        {"from": "system", "value": "Answer in one line."},
+        {"from": "human", "value": "Why?"},
+        {"from": "gpt", "value": "The health check timed out."},
+    ],
+    "invalid-json-arguments": [
+        {"from": "human", "value": "Open the config."},
+        {
+            "from": "gpt",
+            "value": "",
+            "tool_calls": [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "config.yaml'},
+                }
+            ],
+        },
+        {"from": "tool", "value": "port: 8080", "tool_call_id": "call_0"},
+        {"from": "gpt", "value": "The port is 8080."},
+    ],
+}
+
+
+def bad_rows_data(setup: Setup, source: str, kind: str, good: int) -> str:
+    """``data/bad-KIND``: the first ``good`` conversations of ``data/SOURCE`` and, in the
+    middle, one bad row of ``kind``, in both forms. Returns the data's name."""
+    name = f"bad-{kind}"
+    with setup.data(source).open(encoding="utf-8") as src:
+        rows = [json.loads(line) for _, line in zip(range(good), src, strict=False)]
+    bad: dict[str, Any] = {"conversations": BAD_ROWS[kind]}
+    if kind == "invalid-json-arguments":
+        from make_data import TOOLS
+
+        bad["tools"] = TOOLS
+    rows.insert(len(rows) // 2, bad)
+    setup.data(name).parent.mkdir(parents=True, exist_ok=True)
+    with setup.data(name).open("w", encoding="utf-8") as dst:
+        for row in rows:
+            dst.write(json.dumps(row, ensure_ascii=False) + "\n")
+    peer_data(setup, name)
+    return name
+
+
+def specforge(setup: Setup, name: str, data: str, workers: int) -> Command:
+    """SpecForge 0.2.0's data preparation on ``data/DATA`` (bench/peer_specforge.py)."""
+    argv = [
+        *setup.python(PEER),
+        str(BENCH / "peer_specforge.py"),
+        str(setup.model),
+        str(setup.peer_data(data)),
+        str(setup.output(name)),
+        str(setup.seq_length),
+        str(workers),
+    ]
+    return _prepare_run(setup, name, argv, **{SWITCH: "0"})
+
+
+def outcome(command: Command, setup: Setup, release: str, log: Path) -> dict[str, Any]:
+    """Run ``command`` once (untimed): its exit code, rows out and the last line it logged
+    about skips or its error."""
+    for folder in command.fresh:
+        shutil.rmtree(folder, ignore_errors=True)
+    with log.open("wb") as err:
+        code = subprocess.run(command.argv, env=command.env, stdout=err, stderr=err).returncode
+    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    said = [line for line in lines if "skipped" in line or "Error" in line or "error:" in line]
+    rows = output_size(setup, release, command.name)[0] if code == 0 else 0
+    return {"code": code, "rows": rows, "said": (said or lines or [""])[-1].strip()}

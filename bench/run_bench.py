@@ -19,7 +19,8 @@ that ran next to each other (the order reversed every other round):
 5. the floor: apply_chat_template over the slice in a plain loop, against the entry point;
 6. the peer: SpecForge 0.2.0's data preparation (bench/peer_specforge.py) against the entry
    point on 0.9.0 with ``--render-endpoint local``, on the slice (CPU, wall, the assistant
-   spans each supervises), and both on the slice's head with one bad row (a template
+   spans each supervises), beside 0.9.0's floor (bench/floor_rows.py: the same rows in a plain
+   loop); and both on the slice's head with one bad row (a template
    rejection; tool-call arguments that are not valid JSON): what each does with it.
 """
 
@@ -137,11 +138,12 @@ def measure_floor(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples
 
 
 def measure_peer(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
-    print(f"== {NEW} local vs SpecForge 0.2.0, {args.slice} conversations", flush=True)
+    print(f"== {NEW} local vs SpecForge 0.2.0 and the floor, {args.slice}", flush=True)
     commands = [
         workloads.entry_point(setup, NEW, "entry-0.9-vs-peer", "slice", args.workers,
                               "--render-endpoint", "local"),
         workloads.specforge(setup, "specforge", "slice", args.workers),
+        workloads.floor_rows(setup, NEW, "floor-rows", "slice"),
     ]  # fmt: skip
     samples = alternate(commands, args.rounds, logs)
     for kind in workloads.BAD_ROWS:
@@ -178,6 +180,7 @@ RUNS = {
     "floor-loop": (OLD, "slice", "floor: plain apply_chat_template loop, 1 process"),
     "entry-0.9-vs-peer": (NEW, "slice", "entry point, `--render-endpoint local` (beside the peer)"),
     "specforge": (NEW, "slice", "SpecForge 0.2.0: prepare_prompt_tasks, template `qwen3.5`"),
+    "floor-rows": (NEW, "slice", "floor: the same rows, one render per user message, 1 process"),
 }
 
 
@@ -260,8 +263,9 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
         ratios.append(
             Ratio(
                 f"3d. the same runs' time, {top:,} short chats ({OLD}, identical rows)",
-                "entry point / hand-patched, wall",
+                "entry point / hand-patched",
                 limit=1.03,
+                judge="cpu",
                 **both(f"entry-mem-{top}", f"hand-mem-{top}"),
             )
         )
@@ -274,8 +278,17 @@ def ratios_of(samples: Samples, args: argparse.Namespace) -> list[Ratio]:
         ),
         Ratio(
             f"5. floor ({OLD}, {args.slice:,} mixed)",
-            f"plain apply_chat_template loop / entry point ({args.workers} workers)",
-            **both("floor-loop", "entry-0.5-slice"),
+            f"entry point ({args.workers} workers) / plain apply_chat_template loop (1 process)",
+            limit=1.25,
+            judge="cpu",
+            **both("entry-0.5-slice", "floor-loop"),
+        ),
+        Ratio(
+            f"5b. floor ({NEW} `--render-endpoint local`, {args.slice:,} mixed, same rows)",
+            "entry point (2 workers) / the same rows in a plain loop (1 process)",
+            limit=1.25,
+            judge="cpu",
+            **both("entry-0.9-vs-peer", "floor-rows"),
         ),
         Ratio(
             f"6. the peer ({NEW} `--render-endpoint local`, {args.slice:,} mixed)",

@@ -31,6 +31,12 @@ DESCRIPTION = """## The commands
   (0.5.0), or with the vLLM server's URL as `render_endpoint` (0.9.0).
 - `floor-loop`: `bench/floor_loop.py`: one process, `apply_chat_template(tokenize=True)` over the
   same conversations (already in template form), no datasets, no fixes.
+- `floor-rows`: `bench/floor_rows.py`: one process, the rows 0.8+ write (a row per assistant
+  turn) from one render per user message, cut at each turn's end, no datasets, no fixes; its
+  rows and tokens are checked against the entry point's in the runs table.
+- `specforge`: `bench/peer_specforge.py` in SpecForge 0.2.0's own environment
+  (`make specforge`): `prepare_prompt_tasks(..., chat_template="qwen3.5", num_proc=2,
+  min_loss_tokens=1)` with a cache folder, as its trainer calls it.
 - `start-pth-active` / `start-pth-off`: `python -c pass` run `--start-repeat` times back to back
   per sample with speculators 0.9.0, the second with `SPECULATORS_QWEN_COMPAT=0`.
 - MODEL: the real Qwen3.6 vocabulary (`.venvs/assets/qwen36-vocab`, built by
@@ -204,6 +210,21 @@ def floor_loop(setup: Setup, release: str, name: str, data: str) -> Command:
         str(setup.model),
         str(setup.messages(data)),
         str(setup.output(name)),
+    ]
+    return Command(
+        name=name, argv=argv, env=environment(**{SWITCH: "0"}), fresh=(setup.output(name),)
+    )
+
+
+def floor_rows(setup: Setup, release: str, name: str, data: str) -> Command:
+    """The rows of 0.8+ (a row per assistant turn) in one plain loop, no fixes (floor_rows.py)."""
+    argv = [
+        *setup.python(release),
+        str(BENCH / "floor_rows.py"),
+        str(setup.model),
+        str(setup.messages(data)),
+        str(setup.output(name)),
+        str(setup.seq_length),
     ]
     return Command(
         name=name, argv=argv, env=environment(**{SWITCH: "0"}), fresh=(setup.output(name),)

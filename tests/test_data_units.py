@@ -5,8 +5,10 @@ our errors' types."""
 from __future__ import annotations
 
 import pytest
+from format_corpus import formats
 
 from speculators_qwen_compat.core.errors import CompatError, DataError, DataFileNotFoundError
+from speculators_qwen_compat.data import normalize
 from speculators_qwen_compat.data.columns import (
     ColumnOptions,
     NoConversation,
@@ -155,3 +157,25 @@ def test_error_types_subclass_upstreams() -> None:
     assert issubclass(DataError, ValueError) and issubclass(DataError, CompatError)
     missing = DataFileNotFoundError("--data x.jsonl: no such file")
     assert isinstance(missing, FileNotFoundError) and str(missing) == "--data x.jsonl: no such file"
+
+
+@pytest.mark.parametrize("policy", ["drop", "assistant"])
+def test_normalising_twice_changes_nothing(policy: str) -> None:
+    """The conversations fix hands upstream's per-row normaliser the turns read_batch already
+    normalised back unchanged (normalize.cut_turns): that holds only if normalising them again
+    gives the same turns, for every format's rows, tool-call arguments as text or as mappings."""
+    from speculators_qwen_compat.data.render import arguments_as_mappings
+
+    checked = 0
+    for fmt in formats(renders=policy == "assistant"):
+        for row in fmt.rows:
+            try:
+                turns = normalize.normalize_row(row, release_roles=policy).conversation
+            except normalize.BadConversation:
+                continue
+            for given in (turns, arguments_as_mappings(turns)):
+                again = normalize.normalize_conversation(given, release_roles=policy)
+                assert again == given, fmt.name
+                assert normalize.cut_turns(given) == given
+                checked += 1
+    assert checked > 50

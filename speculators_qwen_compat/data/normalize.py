@@ -203,6 +203,12 @@ def normalize_conversation(
     return turns
 
 
+def cut_turns(turns: list[dict[str, Any]], turn_dropout: bool = False) -> list[dict[str, Any]]:
+    """``normalize_conversation`` of turns it already gave: normalising is idempotent, so only
+    the turn dropout is left to do (tests/test_data_units.py checks the idempotence)."""
+    return _drop_trailing_turns(turns) if turn_dropout else list(turns)
+
+
 def _normalize(conv: Any, state: _State) -> list[dict[str, Any]]:
     if isinstance(conv, str):
         conv = _json_value(conv, "conversation is a string that is not JSON")

@@ -39,6 +39,7 @@ from speculators_qwen_compat.core.upstream import (
     bind,
     call,
     is_pretokenized,
+    parameters,
 )
 from speculators_qwen_compat.data import ledger, weights
 from speculators_qwen_compat.data.columns import (
@@ -54,6 +55,7 @@ from speculators_qwen_compat.data.files import (
 )
 from speculators_qwen_compat.data.normalize import (
     BadConversation,
+    cut_turns,
     normalize_conversation,
     normalize_row,
 )
@@ -112,21 +114,41 @@ class ConversationsFix(Fix):
         # converts locally or sends vLLM the strings it accepts (render.py).
         local_template = not found.has(RENDER)
 
+        # The conversations read_batch normalised for the batch in progress (by identity):
+        # upstream's per-row _normalize_conversation gets them back, and normalising is
+        # idempotent, so they are not normalised a second time (only <= 0.6's dropout applies).
+        normalized: set[int] = set()
+
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             bound = bind(wrapped, args, kwargs)
             examples = bound.arguments["examples"]
             if is_pretokenized(examples):
                 return wrapped(*args, **kwargs)
             with ledger.batch(batch_length(examples)):
-                bound.arguments["examples"] = read_batch(examples, local_template, release_roles)
-                return call(wrapped, bound)
+                read = read_batch(examples, local_template, release_roles)
+                bound.arguments["examples"] = read
+                normalized.update(map(id, read["conversations"]))
+                try:
+                    return call(wrapped, bound)
+                finally:
+                    normalized.clear()
+
+        # Called once per row: its two arguments are read at their place in upstream's own
+        # signature (NORMALIZE requires ``conv`` by name), not through a full bind.
+        names = parameters(getattr(*found.place(NORMALIZE)))
+        conv_at = names.index("conv")
+        dropout_at = names.index("turn_dropout") if "turn_dropout" in names else None
 
         def normalize_turns(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            arguments = bind(wrapped, args, kwargs).arguments
+            conv = args[conv_at] if len(args) > conv_at else kwargs["conv"]
+            dropout = False
+            if dropout_at is not None:
+                dropout = args[dropout_at] if len(args) > dropout_at else kwargs.get("turn_dropout")
             try:
-                turns = normalize_conversation(
-                    arguments["conv"], bool(arguments.get("turn_dropout", False)), release_roles
-                )
+                if id(conv) in normalized:
+                    turns = cut_turns(conv, bool(dropout))
+                else:
+                    turns = normalize_conversation(conv, bool(dropout), release_roles)
             except BadConversation:
                 return []  # read_batch already counted it; upstream skips an empty result
             weights.record_rendered(turns)

@@ -351,11 +351,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     peer = report.peer_table(runs, BAD_ROWS, args.peer_good_rows)
     print("\n" + body + ("\n\n" + peer if peer else ""))
-    if not args.no_write:
+    if not args.no_write and args.only:  # a partial run: only the peer's own sections
+        if peer:
+            for target in (README, RESULTS):
+                report.update_readme(target, f"Measured {about}.\n\n{peer}", report.PEER_MARKERS)
+            print(f"\nwrote the SpecForge sections of {RESULTS} and {README}")
+    elif not args.no_write:
         details = report.seconds_table(samples)
+        start, end = report.PEER_MARKERS
         RESULTS.write_text(
-            f"# make bench\n\n{body}\n\n## Compared with SpecForge\n\n{peer or 'not run'}\n\n"
-            f"## Seconds per command\n\n{details}\n\n"
+            f"# make bench\n\n{body}\n\n## Compared with SpecForge\n\n{start}\n"
+            f"{peer or 'not run'}\n{end}\n\n## Seconds per command\n\n{details}\n\n"
             f"{workloads.DESCRIPTION}\n",
             encoding="utf-8",
         )

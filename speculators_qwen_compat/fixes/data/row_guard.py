@@ -6,8 +6,10 @@ Releases and targets (docs/upstream.md "Row errors"):
   beginning.", "No
   user query found in messages.") escapes the ``datasets.map`` worker and kills the whole step.
   0.7 catches everything but only logs it. Target: ``_preprocess_batch(examples, processor, ...)``,
-  called here one row at a time inside a try; a row that yields nothing is re-rendered (only
-  then) to name the template's reason.
+  called on the whole batch; only when that raises or gives fewer rows than conversations is
+  the batch halved down to single rows, each in a try (a call per row cost CPU on every row of
+  every run); a row that yields nothing is re-rendered (only then) to name the template's
+  reason.
 - 0.8+ catch per conversation inside ``_render_conversation_rows`` and return ``[]`` (0.8.1 :368,
   0.9.0 :373), so failures are silent in the counts. Targets: ``_render_conversation_rows`` (guarded
   and counted) and ``_render_boundary_rows`` (its exception is remembered as the reason).
@@ -37,6 +39,8 @@ from speculators_qwen_compat.data import ledger, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
+#: A span of a failed batch this short is isolated row by row rather than halved again.
+ROW_BY_ROW = 8
 #: Upstream's own per-row error line; the ledger counts those rows, so the line is folded into
 #: the run's summary instead (see ``_FoldRowErrors``).
 UPSTREAM_ROW_ERROR = "Failed to process conversation"
@@ -88,7 +92,10 @@ class RowGuardFix(Fix):
 
 
 def _guard_rows(found: Found, patcher: Patcher) -> None:
-    """<= 0.7: call upstream's batch function once per row."""
+    """<= 0.7: upstream's batch function on the whole batch; only a batch that raises or gives
+    fewer rows than conversations is halved, down to single rows (``ROW_BY_ROW``), so that one
+    bad row costs only itself. Rows with weight-0 turns go alone (their masks are unset inside
+    upstream's call)."""
     module = found.module
 
     current: dict[str, Any] = {
@@ -125,45 +132,82 @@ def _guard_rows(found: Found, patcher: Patcher) -> None:
             bound.arguments["minimum_valid_tokens"] = None
         contexts = examples.get(CONTEXT_COLUMN)
         merged: dict[str, list[Any]] = {}
+
+        def rows(start: int, stop: int) -> dict[str, list[Any]]:
+            return {k: v[start:stop] for k, v in examples.items()}
+
+        def settle(i: int, out: dict[str, list[Any]], j: int | None) -> None:
+            """Count conversation ``i`` by its row ``j`` of ``out`` (None: it gave none) and
+            keep that row when it supervises enough tokens."""
+            where = _where(examples, i)
+            mask = out["loss_mask"][j] if j is not None else None
+            if mask is not None and _supervised(mask):
+                if not _enough(mask, minimum):
+                    ledger.skip(BELOW_MINIMUM, where)
+                    return
+                ledger.keep()
+                for column, values in out.items():
+                    merged.setdefault(column, []).append(values[j])
+            elif current["error"] is not None:  # 0.7 catches and logs it inside the row
+                ledger.reject(current["error"], where)
+            else:
+                _diagnose(module, rows(i, i + 1), processor, where)
+
+        def one_row(i: int) -> None:
+            conversation = examples["conversations"][i]
+            current["ordinals"] = weights.assistant_ordinals(
+                conversation, contexts[i] if contexts else []
+            )
+            current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
+            current["placed"], current["error"] = False, None
+            try:
+                bound.arguments["examples"] = rows(i, i + 1)
+                with weights.rendering_row() as rendered:
+                    current["rendered"] = rendered
+                    out = call(wrapped, bound)
+                if current["ordinals"] and not current["placed"]:
+                    for mask in out.get("loss_mask", []):
+                        clipped = isinstance(max_length, int) and len(mask) >= max_length
+                        turns = rendered.assistant_turns or current["turns"]
+                        weights.unset_runs(mask, current["ordinals"], turns, clipped)
+            except Exception as exc:
+                ledger.reject(exc, _where(examples, i))
+                return
+            finally:
+                current["ordinals"] = []
+            settle(i, out, 0 if out.get("loss_mask") else None)
+
+        def span(start: int, stop: int) -> None:
+            """Rows ``start:stop`` in one call; halved when upstream raises or drops a row
+            (at most one row per conversation, in order: as many out as in is row i from
+            conversation i)."""
+            if stop - start <= ROW_BY_ROW:
+                for i in range(start, stop):
+                    one_row(i)
+                return
+            current["error"] = None
+            bound.arguments["examples"] = rows(start, stop)
+            try:
+                out = call(wrapped, bound)
+            except Exception:
+                out = None
+            if out is None or len(out.get("loss_mask", ())) != stop - start:
+                middle = (start + stop) // 2
+                span(start, middle)
+                span(middle, stop)
+                return
+            for j, i in enumerate(range(start, stop)):
+                settle(i, out, j)
+
         n = batch_length(examples)
         with ledger.batch(n):
+            start = 0
             for i in range(n):
-                one = {k: v[i : i + 1] for k, v in examples.items()}
-                where = _where(examples, i)
-                conversation = examples["conversations"][i]
-                current["ordinals"] = weights.assistant_ordinals(
-                    conversation, contexts[i] if contexts else []
-                )
-                current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
-                current["placed"], current["error"] = False, None
-                try:
-                    bound.arguments["examples"] = one
-                    with weights.rendering_row() as rendered:
-                        current["rendered"] = rendered
-                        out = call(wrapped, bound)
-                    if current["ordinals"] and not current["placed"]:
-                        for mask in out.get("loss_mask", []):
-                            clipped = isinstance(max_length, int) and len(mask) >= max_length
-                            turns = rendered.assistant_turns or current["turns"]
-                            weights.unset_runs(mask, current["ordinals"], turns, clipped)
-                except Exception as exc:
-                    ledger.reject(exc, where)
-                    continue
-                finally:
-                    current["ordinals"] = []
-                masks = out.get("loss_mask", [])
-                supervised = [j for j, mask in enumerate(masks) if _supervised(mask)]
-                kept = [j for j in supervised if _enough(masks[j], minimum)]
-                if kept:
-                    ledger.keep()
-                elif supervised:
-                    ledger.skip(BELOW_MINIMUM, where)
-                elif current["error"] is not None:  # 0.7 catches and logs it inside the row
-                    ledger.reject(current["error"], where)
-                else:
-                    _diagnose(module, one, processor, where)
-                for column, values in out.items():
-                    merged.setdefault(column, []).extend(values[j] for j in kept)
+                if contexts and contexts[i]:  # weight-0 turns: unset in this row's own call
+                    span(start, i)
+                    one_row(i)
+                    start = i + 1
+            span(start, n)
         if not merged:  # every row skipped: the columns upstream would have given
             merged = {"input_ids": [], "loss_mask": [], "seq_len": []}
             if _is_multimodal(processor):

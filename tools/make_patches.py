@@ -24,7 +24,6 @@ writes the commit out again with ``git format-patch``::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -169,12 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "--installed", action="store_true", help="lay out the importable speculators"
     )
     args = parser.parse_args(argv)
-    installed = None
-    if args.installed:
-        spec = importlib.util.find_spec(release_source.PACKAGE)
-        if spec is None or not spec.submodule_search_locations:
-            parser.error("speculators is not importable here")
-        installed = Path(next(iter(spec.submodule_search_locations)))
+    installed = release_source.importable_package(parser) if args.installed else None
     status = 0
     for release in args.release or releases():
         if args.check:

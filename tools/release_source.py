@@ -117,6 +117,16 @@ def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *identity, *args], cwd=cwd, check=True)
 
 
+def importable_package(parser: argparse.ArgumentParser) -> Path:
+    """The folder of the speculators package this Python imports (``--installed``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        parser.error("speculators is not importable here")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("release", help="speculators release, e.g. 0.9.0")
@@ -127,14 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "--installed", action="store_true", help="copy the importable speculators, no download"
     )
     args = parser.parse_args(argv)
-    installed = None
-    if args.installed:
-        import importlib.util
-
-        spec = importlib.util.find_spec(PACKAGE)
-        if spec is None or not spec.submodule_search_locations:
-            parser.error("speculators is not importable here")
-        installed = Path(next(iter(spec.submodule_search_locations)))
+    installed = importable_package(parser) if args.installed else None
     lay_out(args.release, args.destination, git=args.git or args.apply, installed=installed)
     if args.apply:
         patch_files = release_patches(args.release)

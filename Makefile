@@ -8,8 +8,10 @@
 # tools/release_python.sh runs one release. This package goes from its wheel (not editable,
 # rebuilt on every run) into this checkout's own venv over a base venv (build/venv-cpu,
 # build/venv-vision: tools/checkout_venv.sh), never into the shared base venvs, so two checkouts
-# test their own code at the same time. `make test` and `make test-quick` are tools/matrix.py:
-# the builds and the test passes run concurrently, and it prints the wall time of each part.
+# test their own code at the same time. Builds take a lock per environment and rename a whole
+# environment into place (tools/env_lock.sh); runs hold what they read shared. `make test` and
+# `make test-quick` are tools/matrix.py: the builds and the test passes run concurrently, and it
+# prints the wall time of each part.
 
 PYTHON ?= python3.11
 export PYTHON
@@ -23,8 +25,8 @@ PYTEST_ARGS ?=
 MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
 
 .PHONY: help test test-quick test-pipeline demo lint wheel install install-vision venvs vocab matrix \
-	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu base-vision vllm specforge \
-	$(addprefix release-,$(CORE_RELEASES))
+	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu \
+	base-vision vllm specforge
 
 help:
 	@echo "make demo       - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
@@ -50,6 +52,9 @@ vocab:
 	tools/build_venv.sh vocab
 specforge:
 	tools/build_venv.sh specforge
+# Not phony: GNU make never searches pattern rules for a phony target (release-0.9.0 would be
+# "nothing to be done" on a fresh machine); no file of that name exists, so the recipe always
+# runs and tools/build_venv.sh decides.
 release-%:
 	tools/build_venv.sh release $*
 
@@ -83,8 +88,8 @@ test-quick:
 # one EAGLE-3 and one DFlash step, offline and online, for a tiny Qwen3 and a tiny Qwen3.5 hybrid
 # (tests/pipeline; speculators 0.9.0). One vLLM server at a time on 127.0.0.1.
 test-pipeline: install release-0.9.0 vllm
-	HF_HUB_OFFLINE=1 tools/release_python.sh 0.9.0 -P -m pytest -q -p no:cacheprovider \
-		$(PYTEST_ARGS) tests/pipeline
+	HF_HUB_OFFLINE=1 USES_ENVS="vllm vllm-torchvision" tools/release_python.sh 0.9.0 -P -m pytest \
+		-q -p no:cacheprovider $(PYTEST_ARGS) tests/pipeline
 
 check-new-release: install
 	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/check_new_release.py
@@ -110,14 +115,16 @@ demo: install release-$(DEMO_RELEASE)
 # Ratios measured side by side in one run (bench/run_bench.py): prints the table, writes
 # bench/RESULTS.md and the bench section of README.md.
 bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/run_bench.py
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm vocab" $(VENVS)/tools/bin/python \
+		bench/run_bench.py
 	$(MAKE) bench-acceptance
 
 # Drafters trained through upstream's trainer on CPU with the fixes off and on, judged against
 # the verifier (and by vLLM's own acceptance counters): bench/acceptance.py; writes its section
 # of bench/RESULTS.md (after run_bench.py rewrote the file) and README.md.
 bench-acceptance: install release-0.8.1 release-0.9.0 vllm
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/acceptance.py
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm" $(VENVS)/tools/bin/python \
+		bench/acceptance.py
 
 clean:
 	rm -rf build demo-output demo-output.log

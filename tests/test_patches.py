@@ -38,10 +38,12 @@ from conftest import (
     subprocess_env,
     write_dataset,
 )
+from format_corpus import Format, Skip, formats, write_format
 from hostile_corpus import corpus
 from mask_oracle import check_masks, load_rows
 from packaging.version import Version
 from qwen_vocab import vocab_dir
+from test_data_formats import TAG, _check_conversation, _supervised
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
@@ -347,16 +349,30 @@ def prepared(
     files = arrow_files(folder, [row for row, _ in corpus(RENDERS).values()])
     kwargs = _prepare_kwargs(qwen36_dir, folder, files, proc=1)
     runs["hostile"] = {"kwargs": kwargs, "output": str(folder / "out")}
-    out = _run_patched(patched.src, ["prepare"], {"runs": runs}, cwd=work)
+    each = {}
+    for fmt in formats(RENDERS):
+        folder = work / "formats" / fmt.name
+        folder.mkdir(parents=True)
+        kwargs = _prepare_kwargs(qwen36_dir, folder, [write_format(folder, fmt)], proc=1)
+        if Version("0.7") <= RELEASE:
+            kwargs["allow_empty_output"] = True  # a format read as nothing is a difference
+        each[fmt.name] = {"kwargs": kwargs, "output": str(folder / "out")}
+    params = {"runs": runs, "each": each}
+    out = _run_patched(patched.src, ["prepare", "prepare_each"], params, cwd=work)
     parts = out["stderr"].split(patched_checks.RUN_MARK)[1:]
     stderr = {part.split("\n", 1)[0]: part for part in parts}
     assert sorted(stderr) == sorted(runs), out["stderr"][-3000:]
     return {
-        name: {
-            "rows": out["prepare"][name], "stderr": stderr[name], "output": Path(run["output"]),
-            "good": good, "rejected": rejected, "all": rows,
-        }
-        for name, run in runs.items()
+        **{
+            name: {
+                "rows": out["prepare"][name], "stderr": stderr[name], "output": Path(run["output"]),
+                "good": good, "rejected": rejected, "all": rows,
+            }
+            for name, run in runs.items()
+        },
+        "formats": {
+            name: (out["prepare_each"][name], Path(run["output"])) for name, run in each.items()
+        },
     }  # fmt: skip
 
 
@@ -397,6 +413,76 @@ def test_hostile_corpus_rows_as_the_package(
     assert len(rows) - len(supervised) == len(HOSTILE_UNSUPERVISED), out["stderr"][-3000:]
     expected = check_masks(qwen36_dir, supervised, kept, RENDERS, with_tools=WITH_TOOLS)
     assert len(supervised) == expected, out["stderr"][-3000:]
+
+
+_WEIGHTS = "turn weights (weight, train: false) are not applied: every assistant turn is trained"
+_COLUMNS = "the package finds the conversation in other columns (conversation, JSON text, any name)"
+_TOOLS = "the package reads a top-level system prompt and reshapes tools given in other shapes"
+#: Formats (tests/format_corpus.py) the patched upstream reads unlike the package, by the package
+#: extra it lacks (README of patches/, "Compared with the run-time package"); every other format
+#: must come out as the package's, row for row. The list must be exact: a format that stops
+#: differing fails the test too.
+FORMAT_DIFFERENCES: dict[str, str] = {
+    "alpaca": "flat instruction columns (--prompt-column, --response-column) are the package's",
+    "lmsys_chat_1m": _COLUMNS,
+    "wildchat": _COLUMNS,
+    "messages_json_string": _COLUMNS,
+    "turns_other_column": _COLUMNS,
+    "openai_weight": _WEIGHTS,
+    "openai_weight_all_zero": _WEIGHTS,
+    "slimorca_float_weights": _WEIGHTS,
+    "axolotl_train_false": _WEIGHTS,
+    "toolace_system_column": "a top-level system column is the package's",
+    "llamafactory_sharegpt_tools": _TOOLS,
+    "anthropic_blocks": _TOOLS,
+    "tool_call_without_arguments": "a call without arguments is not checked against its tool",
+}
+if WITH_TOOLS:  # <= 0.6 hand the template no tools, so neither does the package
+    FORMAT_DIFFERENCES["tools_list_of_json_strings"] = _TOOLS
+
+
+def _format_problems(fmt: Format, result: int | str, output: Path, tokenizer: Any) -> list[str]:
+    """What the patched upstream did to one format's rows unlike the package (format_corpus's
+    hand-written oracle, checked as tests/test_data_formats.py checks the package)."""
+    if isinstance(result, str):
+        return [f"{fmt.name}: {result}"]
+    by_tag: dict[int, list[tuple[str, str]]] = {}
+    for row in load_rows(output) if result else []:
+        full = tokenizer.decode(row["input_ids"], skip_special_tokens=False)
+        found = TAG.search(full)
+        key = int(found.group(2)) if found and found.group(1) == fmt.name else -1
+        by_tag.setdefault(key, []).append((full, _supervised(tokenizer, row)))
+    wrong = []
+    for k, expect in enumerate(fmt.expect):
+        rows = by_tag.pop(k, [])
+        if isinstance(expect, Skip):
+            wrong += [f"{fmt.name}:{k} kept, the package skips it"] if rows else []
+        else:
+            wrong += _check_conversation(f"{fmt.name}:{k}", expect, rows)
+    return wrong + [f"{fmt.name}: rows of no conversation {sorted(by_tag)}"] * bool(by_tag)
+
+
+def test_formats_corpus_as_the_package(
+    patched: PatchedSource, prepared: dict[str, Any] | None, qwen36_dir: Path
+) -> None:
+    """Each format of tests/format_corpus.py through the patched upstream on its own: its rows
+    kept with exactly the expected text supervised, or skipped, as the package does, but for the
+    formats named in ``FORMAT_DIFFERENCES``."""
+    from transformers import AutoTokenizer
+
+    _src(patched)
+    assert prepared is not None
+    tokenizer = AutoTokenizer.from_pretrained(str(qwen36_dir))
+    differing = {}
+    for fmt in formats(RENDERS):
+        problems = _format_problems(fmt, *prepared["formats"][fmt.name], tokenizer)
+        if problems:
+            differing[fmt.name] = problems
+    unnamed = {k: v[:2] for k, v in differing.items() if k not in FORMAT_DIFFERENCES}
+    assert not unnamed, json.dumps(unnamed, indent=1)[:4000]
+    assert set(differing) == set(FORMAT_DIFFERENCES), "formats no longer differing: " + str(
+        sorted(set(FORMAT_DIFFERENCES) - set(differing))
+    )
 
 
 @pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])

@@ -50,13 +50,13 @@ def test_ids_equal_the_tokenizers_own(tokenizer) -> None:
     assert encoder.pieces  # pieces were cached
     encoder = SegmentEncoder(tokenizer)
     encoder.to_check = 0  # right without the per-process check too, with a tiny cache
-    segment_encoder.CACHE_PIECES, saved = 3, segment_encoder.CACHE_PIECES
+    segment_encoder.CACHE_BYTES, saved = 1024, segment_encoder.CACHE_BYTES
     try:
         for text in TEXTS:
             assert encoder.encode(text) == tokenizer.encode(text, add_special_tokens=False)
-        assert len(encoder.pieces) <= 3  # the cache started over instead of growing
+        assert 0 < encoder.held <= 1024  # the cache started over instead of growing
     finally:
-        segment_encoder.CACHE_PIECES = saved
+        segment_encoder.CACHE_BYTES = saved
 
 
 def test_module_encode_keeps_one_encoder_per_tokenizer(tokenizer) -> None:
@@ -86,3 +86,38 @@ def test_pieces_that_disagree_switch_to_whole_texts(tokenizer, caplog) -> None:
         assert encoder.encode(text) == tokenizer.encode(text, add_special_tokens=False)
     assert encoder.splitter is None
     assert "encoding whole texts" in caplog.text
+
+
+def _long_turn(index: int, tokens: int = 50_000) -> str:
+    """A conversation piece with one turn of about ``tokens`` tokens (a long tool output or
+    reasoning), different for each ``index``."""
+    words = " ".join(f"row{index}col{i % 97}={i * 7919 % 100_003}" for i in range(tokens // 6))
+    return f"<|im_start|>tool\n{words}<|im_end|>\n<|im_start|>assistant\nok<|im_end|>\n"
+
+
+def test_the_cache_is_bounded_by_size_on_long_turns(tokenizer) -> None:
+    """Peak memory stays flat: after many distinct 50,000-token turns the cache holds at most
+    its byte budget (here 4 MB; each turn is ~0.5 MB of text and ids), measured with
+    tracemalloc, while every id stays the tokenizer's own."""
+    import tracemalloc
+
+    segment_encoder.CACHE_BYTES, saved = 4 << 20, segment_encoder.CACHE_BYTES
+    try:
+        encoder = SegmentEncoder(tokenizer)
+        first = _long_turn(0)
+        assert encoder.encode(first) == tokenizer.encode(first, add_special_tokens=False)
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        held = []
+        for index in range(1, 25):
+            text = _long_turn(index)
+            assert len(encoder.encode(text)) > 40_000
+            del text
+            held.append(tracemalloc.get_traced_memory()[0] - base)
+        tracemalloc.stop()
+    finally:
+        segment_encoder.CACHE_BYTES = saved
+    assert encoder.held <= 4 << 20
+    # ~12 MB of distinct turns went through; memory held stays under budget plus slack
+    assert max(held) < 6 << 20, [h >> 20 for h in held]
+    assert max(held[12:]) < max(held[:12]) + (1 << 20)  # flat: the second half does not grow

@@ -6,8 +6,10 @@ argparse flags of the git-only ``scripts/prepare_data.py`` of <= 0.7 (release_sc
 Adds ``--conversations-key NAME``, the flat-data mapping (``--prompt-column``,
 ``--response-column``, ``--system-column``), ``--unknown-roles``, ``--strict-data`` and
 ``--debug``. Writes what upstream writes plus ``compat_report.json``, and ends with
-``wrote N rows to OUT; skipped N of M conversations: ...``. A fatal problem ends with one line
-``speculators_qwen_compat: error: ...`` and exit 1.
+``wrote N rows to OUT; skipped N of M conversations: ...``. ``OUT`` appears only when the
+run succeeded: upstream writes beside it and the folder is renamed at the end
+(staged_output.py). A fatal problem ends with one line ``speculators_qwen_compat: error: ...``
+and exit 1.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat import status
+from speculators_qwen_compat.cli.staged_output import StagedOutput
 from speculators_qwen_compat.cli.support import (
     DEBUG_ENV,
     PACKAGE_LOGGER,
@@ -95,7 +98,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     run_report.announce = False  # the summary is this command's last line
     wants_help = "-h" in rest or "--help" in rest
     if has_module(CLI_PREPARE_DATA):
-        code, output = _run_typer_command(rest, wants_help)
+        code, staged = _run_typer_command(rest, wants_help)
     else:
         from speculators_qwen_compat.cli import release_script
 
@@ -105,18 +108,26 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
             release_script.build_parser(preprocessing, PROG).print_help()
             print(OUR_HELP)
             return 0
-        code, output = release_script.run(preprocessing, rest, PROG)
+        code, staged = release_script.run(preprocessing, rest, PROG)
     outcome = run_report.last_run
     if outcome is not None:
         for name, used in sorted(outcome.tally.quality.files.items()):
             log.info("%s: conversations from %s", name, _columns_used(used.columns))
-    if output is not None and outcome is not None:
-        write_report(output, outcome)
-        print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}")
+    if staged is None:
+        return code
+    try:
+        if code != 0 or outcome is None:
+            staged.abandon()
+            return code
+        write_report(staged.folder, outcome)
+        output = staged.commit()
+    finally:
+        staged.abandon()  # a no-op once committed
+    print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}")
     return code
 
 
-def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, Path | None]:
+def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, StagedOutput | None]:
     from speculators.cli import app
 
     if wants_help:
@@ -134,10 +145,63 @@ def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, Path | N
     from speculators_qwen_compat.fixes.data import run_report
 
     run_report.last_run = None
-    code = _prepare_data_command(app).main(args=rest, prog_name=PROG, standalone_mode=False)
-    if run_report.last_run is None:  # upstream skipped: the output already holds a dataset
-        return int(code or 0), None
-    return int(code or 0), Path(_option_value(rest, "--output", "./output"))
+    staged = _stage(rest)
+    if staged is not None:
+        freq = _option_value(rest, "--token-freq-path", "")
+        rest = [a for a in _without_option(rest, "--output") if a != "--overwrite"]
+        rest += ["--output", str(staged.folder)]
+        if freq:
+            rest = [*_without_option(rest, "--token-freq-path"), "--token-freq-path"]
+            rest.append(str(staged.inside(Path(freq))))
+    try:
+        code = _prepare_data_command(app).main(args=rest, prog_name=PROG, standalone_mode=False)
+    except BaseException:
+        if staged is not None:
+            staged.abandon()
+        raise
+    if run_report.last_run is None and staged is not None:  # upstream stopped before the run
+        staged.abandon()
+        staged = None
+    return int(code or 0), staged
+
+
+def _stage(rest: list[str]) -> StagedOutput | None:
+    """Upstream's checks on the real ``--output`` (0.8.1/0.9.0 ``cli/prepare_data.py``: an
+    existing dataset is kept without --overwrite; --overwrite refuses a folder holding other
+    files), then a staging folder beside it; None when upstream is to see the real folder (it
+    holds a dataset and upstream will skip)."""
+    from speculators.cli import prepare_data as command
+
+    output = Path(_option_value(rest, "--output", "./output"))
+    freq = _option_value(rest, "--token-freq-path", "")
+    replaced: list[Path] = []
+    if output.exists():
+        if "--overwrite" not in rest and any(output.glob("*.arrow")):
+            return None
+        if "--overwrite" in rest:
+            token_freq = Path(freq) if freq else output / "token_freq.pt"
+            guard = getattr(command, "assert_safe_to_overwrite", None)
+            if callable(guard):
+                guard(output, token_freq)
+            replaced = [p for p in output.iterdir() if p.is_file()]
+    return StagedOutput(output, replaced)
+
+
+def _without_option(args: list[str], flag: str) -> list[str]:
+    """``args`` without ``flag VALUE`` / ``flag=VALUE``."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg == flag:
+            skip = True
+            continue
+        if arg.startswith(flag + "="):
+            continue
+        out.append(arg)
+    return out
 
 
 def _prepare_data_command(app: Any) -> Any:

@@ -5,8 +5,9 @@ Up to 0.7 the command is ``scripts/prepare_data.py`` in the git repository only
 so ``pip install speculators`` users have nothing to run. This rebuilds its argparse interface
 from the installed ``load_and_preprocess_dataset``: a flag exists exactly when the release's
 function takes the matching parameter, with the script's names and defaults, so a command line
-from upstream's docs works unchanged. ``--overwrite`` deletes only prepare_data's own artifacts
-and refuses a folder holding anything else (0.6 deleted the whole folder; 0.5 deleted nothing).
+from upstream's docs works unchanged. ``--overwrite`` replaces only prepare_data's own artifacts,
+once the new dataset is written, and refuses a folder holding anything else (0.6 deleted the
+whole folder; 0.5 deleted nothing). The output is staged beside ``--output`` (staged_output.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
+from speculators_qwen_compat.cli.staged_output import StagedOutput
 from speculators_qwen_compat.data.ledger import REPORT_NAME
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -105,13 +107,14 @@ def build_parser(preprocessing: ModuleType, prog: str) -> argparse.ArgumentParse
     return parser
 
 
-def run(preprocessing: ModuleType, args: list[str], prog: str) -> tuple[int, Path | None]:
-    """Run the release's pipeline; returns (exit code, output folder or None when skipped)."""
+def run(preprocessing: ModuleType, args: list[str], prog: str) -> tuple[int, StagedOutput | None]:
+    """Run the release's pipeline into a staging folder beside ``--output``; returns (exit
+    code, the staged output to commit, or None when skipped because a dataset is there)."""
     options = vars(build_parser(preprocessing, prog).parse_args(args))
     output = Path(options.pop("output"))
     overwrite = options.pop("overwrite")
-    if options.get("token_freq_path") is None and "token_freq_path" in options:
-        options["token_freq_path"] = str(output / "token_freq.pt")
+    replaced: list[Path] = []
+    freq = options.get("token_freq_path")
     if output.exists():
         if not overwrite and any(output.glob("*.arrow")):
             log.warning(
@@ -120,32 +123,41 @@ def run(preprocessing: ModuleType, args: list[str], prog: str) -> tuple[int, Pat
                 output,
             )
             return 0, None
-        if overwrite:
-            remove_artifacts(output, Path(options.get("token_freq_path") or output / "x"))
-    output.mkdir(parents=True, exist_ok=True)
-    dataset, _ = preprocessing.load_and_preprocess_dataset(**options)
-    log.info("Writing dataset to %s", output)
-    dataset.save_to_disk(str(output))
-    return 0, output
+        if overwrite:  # removed only when the new dataset is in place (StagedOutput.commit)
+            replaced = artifacts(output, Path(freq or output / "token_freq.pt"))
+    staged = StagedOutput(output, replaced)
+    try:
+        if "token_freq_path" in options:
+            options["token_freq_path"] = str(
+                staged.folder / "token_freq.pt" if freq is None else staged.inside(Path(freq))
+            )
+        dataset, _ = preprocessing.load_and_preprocess_dataset(**options)
+        log.info("Writing dataset to %s", output)
+        dataset.save_to_disk(str(staged.folder))
+    except BaseException:
+        staged.abandon()
+        raise
+    return 0, staged
 
 
-def remove_artifacts(output: Path, token_freq_path: Path) -> None:
-    """Delete prepare_data's own files in ``output``; refuse if anything else is there."""
+def artifacts(output: Path, token_freq_path: Path) -> list[Path]:
+    """prepare_data's own files in ``output`` (an --overwrite run replaces them); a CompatError
+    when anything else is there."""
     from speculators_qwen_compat.core.errors import CompatError
 
     resolved_freq = token_freq_path.resolve()
-    artifacts, others = [], []
+    found, others = [], []
     for path in output.iterdir():
         is_artifact = path.is_file() and (
             path.suffix == ".arrow" or path.name in ARTIFACTS or path.resolve() == resolved_freq
         )
-        (artifacts if is_artifact else others).append(path)
+        (found if is_artifact else others).append(path)
     if others:
         names = ", ".join(sorted(p.name for p in others))
         raise CompatError(
             f"--overwrite would delete files that are not prepare_data output in {output} "
             f"({names}); move them away or choose another --output"
         )
-    for path in artifacts:
-        path.unlink()
-    log.warning("Removed %d prepare_data artifacts from %s", len(artifacts), output)
+    if found:
+        log.warning("Replacing %d prepare_data artifacts in %s", len(found), output)
+    return found

@@ -35,15 +35,24 @@ class DataFileNotFoundError(CompatError, FileNotFoundError):
 
 #: Exception types, by name, that upstream raises for a conversation it cannot render: the
 #: row's data (with this template) is the problem, not the code (docs/upstream.md, "row errors").
-UPSTREAM_DATA_ERRORS = frozenset({"BoundaryUnstableError", "RenderError", "InvalidResponseError"})
+UPSTREAM_DATA_ERRORS = frozenset({"BoundaryUnstableError"})
+#: Upstream's render client errors (0.8+): data only when the server refused the request for
+#: its content (data/render_faults.py); a server or network fault is never a skipped row.
+UPSTREAM_RENDER_ERRORS = frozenset({"RenderError", "InvalidResponseError"})
 
 
 def is_data_problem(exc: BaseException) -> bool:
     """Whether a per-row exception is the data's fault (a template or normaliser rejection,
-    a render the endpoint refused) rather than a bug in upstream or in this package."""
+    a render the endpoint refused for its content) rather than a bug in upstream or in this
+    package, or a fault of the render server."""
     if getattr(exc, "data_problem", False):  # our normaliser's and weights' rejections
         return True
-    if any(cls.__name__ in UPSTREAM_DATA_ERRORS for cls in type(exc).__mro__):
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & UPSTREAM_RENDER_ERRORS:
+        from speculators_qwen_compat.data.render_faults import is_refusal
+
+        return is_refusal(exc)
+    if names & UPSTREAM_DATA_ERRORS:
         return True
     try:
         from jinja2 import TemplateError

@@ -23,14 +23,13 @@ import atexit
 import codecs
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from speculators_qwen_compat.core.errors import DataError, DataFileNotFoundError
+from speculators_qwen_compat.data import run_folders
 from speculators_qwen_compat.data.columns import (
     ColumnOptions,
     NoConversation,
@@ -74,7 +73,11 @@ def local_json_files(spec: str) -> list[Path] | None:
             raise DataFileNotFoundError(f"--data {spec}: no such file")
         return [path]
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in JSON_SUFFIXES)
+        # upstream's order (0.7+ sort the str paths, docs/upstream.md "Conversation column"),
+        # so --max-samples keeps the same rows: "a-b.jsonl" comes before "a/c.jsonl"
+        files = sorted(
+            (p for p in path.rglob("*") if p.is_file() and p.suffix in JSON_SUFFIXES), key=str
+        )
         if not files:
             # upstream's own words (0.7+): its callers and tests match "No .json/.jsonl files found"
             raise DataError(f"--data {spec}: No .json/.jsonl files found in the folder")
@@ -163,12 +166,13 @@ _made: list[tuple[int, Path]] = []
 
 
 def _run_folder() -> Path:
-    """A new folder for this run under datasets' cache, removed when this process exits."""
+    """A new folder for this run under datasets' cache, removed when this process exits; the
+    folders of runs that died without removing theirs (SIGKILL, out of memory) are swept first
+    (run_folders.py)."""
     from datasets import config
 
     parent = Path(config.HF_DATASETS_CACHE) / CACHE_FOLDER
-    parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=parent))
+    folder = run_folders.make(parent, "run-")
     if not _made:
         atexit.register(_remove_run_folders)
     _made.append((os.getpid(), folder))
@@ -178,7 +182,7 @@ def _run_folder() -> Path:
 def _remove_run_folders() -> None:
     for pid, folder in _made:
         if pid == os.getpid():  # not in forked map workers
-            shutil.rmtree(folder, ignore_errors=True)
+            run_folders.release(folder)
 
 
 def file_rows(path: Path) -> Iterator[RawRow]:

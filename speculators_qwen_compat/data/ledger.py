@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import tempfile
 import traceback
 from collections import Counter
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from speculators_qwen_compat.data import run_folders
 from speculators_qwen_compat.data.quality import QualityStats
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -78,9 +78,12 @@ def keep() -> None:
 def reject(exc: BaseException, where: str = "") -> None:
     """A conversation that raised: skipped and counted when its data is the problem (a
     template or normaliser rejection), else recorded as an error of upstream or ours, which
-    is not a skip and fails the run past a few (fixes/data/run_report.py)."""
-    from speculators_qwen_compat.core.errors import is_data_problem, reason_of
+    is not a skip and fails the run past a few (fixes/data/run_report.py). A ``CompatError``
+    (fatal on purpose, e.g. data/render_faults.py's) is raised again: it ends the run."""
+    from speculators_qwen_compat.core.errors import CompatError, is_data_problem, reason_of
 
+    if isinstance(exc, CompatError):  # fatal on purpose (a render server gone): not a row's
+        raise exc
     if is_data_problem(exc):
         skip(reason_of(exc), where)
         return
@@ -212,7 +215,9 @@ class Ledger:
 
     def __init__(self) -> None:
         flush()  # counts from before the run do not belong to it
-        self.directory = tempfile.mkdtemp(prefix="sqc-ledger-")
+        # owned and swept like a run folder: a killed run's ledger does not stay in /tmp
+        self.folder = run_folders.make(Path(tempfile.gettempdir()), "sqc-ledger-")
+        self.directory = str(self.folder)
         self._previous = os.environ.get(LEDGER_ENV)
         os.environ[LEDGER_ENV] = self.directory
 
@@ -242,5 +247,5 @@ class Ledger:
             os.environ.pop(LEDGER_ENV, None)
         else:
             os.environ[LEDGER_ENV] = self._previous
-        shutil.rmtree(self.directory, ignore_errors=True)
+        run_folders.release(self.folder)
         return tally

@@ -30,6 +30,7 @@ user gave is sent as its JSON text, which vLLM parses back to the same mapping.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,20 +38,31 @@ from speculators_qwen_compat.data import segment_encoder
 from speculators_qwen_compat.data.content_format import OPENAI, content_format
 
 _processors: dict[str, Any] = {}
+#: Model paths whose processor the parent loaded as remote code (``trust_remote_code=True``),
+#: joined with os.pathsep: spawned map workers read it to load the same processor.
+TRUSTED_ENV = "SPECULATORS_QWEN_COMPAT_TRUSTED_MODELS"
+REMOTE_CODE_MODULES = "transformers_modules."  # where transformers puts a repository's code
 
 
 def remember(model_path: str, processor: Any) -> None:
-    """Reuse the processor the parent already loaded (forked map workers inherit it)."""
+    """Reuse the processor the parent already loaded (forked map workers inherit it); if it is
+    the model's own code (the parent trusted it), spawned workers may load it the same way."""
     _processors[model_path] = processor
+    tokenizer = getattr(processor, "tokenizer", processor)
+    if any(type(o).__module__.startswith(REMOTE_CODE_MODULES) for o in (processor, tokenizer)):
+        trusted = set(filter(None, os.environ.get(TRUSTED_ENV, "").split(os.pathsep)))
+        os.environ[TRUSTED_ENV] = os.pathsep.join(sorted(trusted | {model_path}))
 
 
 def processor_for(model_path: str) -> Any:
-    """The processor for a model path; loaded once per process (spawned workers)."""
+    """The processor for a model path; loaded once per process (spawned workers), trusting the
+    model's code exactly when the parent did."""
     processor = _processors.get(model_path)
     if processor is None:
         from transformers import AutoProcessor
 
-        processor = AutoProcessor.from_pretrained(model_path)
+        trust = model_path in os.environ.get(TRUSTED_ENV, "").split(os.pathsep)
+        processor = AutoProcessor.from_pretrained(model_path, trust_remote_code=trust)
         _processors[model_path] = processor
     return processor
 

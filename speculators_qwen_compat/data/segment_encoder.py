@@ -20,12 +20,18 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
+from array import array
 from typing import Any
 
 log = logging.getLogger("speculators_qwen_compat")
 
-#: Pieces kept per tokenizer before the cache starts over (a few MB of ids at most).
-CACHE_PIECES = 8192
+#: Bytes of text and ids the cache of one tokenizer holds before it starts over: bounded by
+#: size, not by count, so long reasoning or tool outputs (a 50,000-token turn is ~200 KB of
+#: text and ~200 KB of ids) cannot grow a map worker by GBs.
+CACHE_BYTES = 32 << 20
+#: A piece larger than this share of the cache is encoded but not kept.
+LARGEST_SHARE = 4
 #: Texts per process checked against the tokenizer's own ``encode`` before trusting the pieces.
 CHECKED_TEXTS = 16
 
@@ -36,7 +42,8 @@ class SegmentEncoder:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.backend = getattr(tokenizer, "backend_tokenizer", None)
-        self.pieces: dict[str, list[int]] = {}
+        self.pieces: dict[str, array[int]] = {}
+        self.held = 0  # bytes of text and ids in ``pieces``
         self.to_check = CHECKED_TEXTS
         self.splitter, self.special_ids = self._added_tokens()
 
@@ -84,12 +91,20 @@ class SegmentEncoder:
             elif piece:
                 known = self.pieces.get(piece)
                 if known is None:
-                    if len(self.pieces) >= CACHE_PIECES:
-                        self.pieces.clear()
-                    known = self.backend.encode(piece, add_special_tokens=False).ids
-                    self.pieces[piece] = known
+                    known = array("i", self.backend.encode(piece, add_special_tokens=False).ids)
+                    self._keep(piece, known)
                 ids.extend(known)
         return ids
+
+    def _keep(self, piece: str, known: array[int]) -> None:
+        size = sys.getsizeof(piece) + sys.getsizeof(known)
+        if size * LARGEST_SHARE > CACHE_BYTES:
+            return
+        if self.held + size > CACHE_BYTES:
+            self.pieces.clear()
+            self.held = 0
+        self.pieces[piece] = known
+        self.held += size
 
 
 _encoders: dict[int, SegmentEncoder] = {}

@@ -7,7 +7,9 @@ Targets in ``preprocessing``:
   from ``render_client`` (0.8.1 :19, 0.9.0 :18): an endpoint starting with ``local`` renders through
   data/render.py, token-identical to vLLM 0.32 for a text model; a URL goes to upstream with
   tool calls in the shape vLLM accepts (string arguments, an id and a type on every call: the
-  data passes through the normaliser unchanged, and vLLM answers 400 to anything else).
+  data passes through the normaliser unchanged, and vLLM answers 400 to anything else), and
+  with data/render_faults.py's retries in place of upstream's: a server fault is retried within
+  a budget and then fails the run; only the server's refusal of the conversation is a skip.
 - ``build_speculator_training_dataset(dataset, processor, ..., render_endpoint=...)``: with
   ``render_endpoint="local"`` it hands the processor it was given to the local renderer and
   passes ``local:<model path>`` on, so spawned map workers can load the same tokenizer.
@@ -22,6 +24,7 @@ from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
 from speculators_qwen_compat.data import render as local_renderer
+from speculators_qwen_compat.data import render_faults
 
 LOCAL = "local"
 
@@ -76,7 +79,10 @@ class LocalRenderFix(Fix):
                 # Tool calls in the shape vLLM validates (string arguments, id, type); the data
                 # contract keeps them as the user wrote them.
                 arguments["messages"] = local_renderer.request_messages(messages)
-                return call(wrapped, bound)
+                # our retries instead of upstream's (with_retries): a failing server is
+                # retried within a budget and then fails the run (data/render_faults.py)
+                raw = getattr(wrapped, "__wrapped__", wrapped)
+                return render_faults.render(lambda: call(raw, bound), str(endpoint))
             path = endpoint.partition(":")[2]
             return local_renderer.render_ids(
                 local_renderer.processor_for(path),

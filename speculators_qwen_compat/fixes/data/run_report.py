@@ -8,6 +8,8 @@ Targets:
   survives it raises CompatError with the top reasons (0.7+ raise "No samples remain" without
   them) unless ``allow_empty_output`` is set. With ``--strict-data`` a data-quality warning
   (data/quality.py) is fatal too, before upstream saves anything.
+- ``preprocessing.save_token_frequency_distribution`` (bound from ``train.vocab_mapping``, every
+  release): the error limit and ``--strict-data`` are checked before it writes.
 - ``preprocessing._visualize_sample``: <= 0.6 write an empty token_freq.pt and then die on
   ``IndexError`` at ``preprocessed[0]`` (0.5.0 :536, 0.6.0.2 :762; docs/upstream.md "Run
   report"); an empty dataset becomes the
@@ -25,6 +27,7 @@ from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind
 from speculators_qwen_compat.data.ledger import Ledger, Tally
+from speculators_qwen_compat.data.render_faults import RenderServerFailed
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -50,6 +53,8 @@ RUN = Target(PREPROCESSING, "load_and_preprocess_dataset")
 CLI_RUN = Target(CLI_PREPARE_DATA, "load_and_preprocess_dataset", optional=True)
 #: <= 0.6 die on an empty dataset here (IndexError).
 VISUALIZE = Target(PREPROCESSING, "_visualize_sample", params=("preprocessed",), optional=True)
+#: Every release writes token_freq.pt here, after the map and before returning the dataset.
+SAVE_FREQ = Target(PREPROCESSING, "save_token_frequency_distribution", optional=True)
 
 
 class RunReportFix(Fix):
@@ -59,7 +64,7 @@ class RunReportFix(Fix):
     shapes = (
         Shape(
             "load_and_preprocess_dataset reports skips and refuses empty output",
-            (RUN, CLI_RUN, VISUALIZE),
+            (RUN, CLI_RUN, VISUALIZE, SAVE_FREQ),
         ),
     )
     applies_on = Span("0.5.0", "0.9.0")
@@ -77,6 +82,8 @@ class RunReportFix(Fix):
             patcher.wrap(*found.place(RUN), _run)
         if found.here(VISUALIZE):
             patcher.wrap(*found.place(VISUALIZE), _visualize_sample)
+        if found.here(SAVE_FREQ):
+            patcher.wrap(*found.place(SAVE_FREQ), _save_token_frequencies)
 
 
 def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -88,6 +95,13 @@ def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     try:
         try:
             result = wrapped(*args, **kwargs)
+        except RenderServerFailed as exc:  # from a map worker: say how far the run got
+            tally = _current.tally()
+            done = tally.kept + tally.skipped_total
+            raise RenderServerFailed(
+                f"{exc}; {done} conversations were done and nothing was written; start the "
+                "server (or fix --render-endpoint) and run again"
+            ) from exc
         except ValueError as exc:
             if "No samples remain" in str(exc):
                 _refuse_errors(_current.tally())
@@ -140,6 +154,17 @@ def _refuse_warnings_if_strict(tally: Tally) -> None:
     if quality.strict() and tally.warnings():
         found = quality.summary(tally.warnings())
         raise DataError(f"--strict-data: {found}; the dataset was not written")
+
+
+def _save_token_frequencies(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Upstream saves token frequencies right after the map, before returning the dataset
+    (0.5.0 :530, 0.9.0 :920): the error limit and --strict-data are checked first, so a
+    refused run writes no token_freq.pt, even to an explicit --token-freq-path."""
+    if _current is not None:
+        tally = _current.tally()
+        _refuse_errors(tally)
+        _refuse_warnings_if_strict(tally)
+    return wrapped(*args, **kwargs)
 
 
 def _visualize_sample(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

@@ -1,0 +1,151 @@
+"""Rendering through a vLLM server: the conversation's faults are skips, the server's are fatal.
+
+Target: upstream's ``render_client.render_conversation`` (0.8.1 :56, 0.9.0 :55), called for
+every prompt and full render of ``--render-endpoint URL`` runs (docs/upstream.md "Local
+rendering", "Render faults"). Upstream retries every failure but a 4xx four times over 14 s
+(2, 4, 8 s) and then raises; the row guard used to count whatever it raised as a skipped
+conversation, so a server that stopped answering turned every later conversation into a 14 s
+skip and the run ended with exit 0 and the rows rendered before.
+
+Here (``render``, called with upstream's undecorated function):
+- a 4xx other than 401/403/404/405/407/408/429 whose body is a JSON error object is the
+  server's refusal of this request (a template or validation error: "No user query found in
+  messages.", a tool call vLLM does not accept, a prompt over ``--max-model-len``): raised as
+  upstream raised it and counted as a skip (core/errors.py);
+- anything else the server or the network does (connection refused or reset, timeouts, 5xx,
+  408/429, 401/403/404/405, a reply that is not JSON or holds no ``token_ids`` list) is retried
+  with backoff (1 s doubling to 15 s) for ``RETRY_SECONDS`` (a wrong address, 401/403/404/405,
+  for ``WRONG_ADDRESS_SECONDS``) from the first failure, then raises ``RenderServerFailed``: a
+  fatal error that the row guard never counts (data/ledger.py) and that ends the run from the
+  map worker it happened in (the entry point prints it as one line, with how many conversations
+  were done: fixes/data/run_report.py). A server back within the budget loses no conversation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from speculators_qwen_compat.core.errors import CompatError
+
+log = logging.getLogger("speculators_qwen_compat")
+
+#: Seconds a render keeps retrying a server that fails, from its first failure.
+RETRY_SECONDS_ENV = "SPECULATORS_QWEN_COMPAT_RENDER_RETRY_SECONDS"
+RETRY_SECONDS = 180.0
+#: A server that answers "no such thing here" is at the wrong address, not busy.
+WRONG_ADDRESS = frozenset({401, 403, 404, 405, 407})
+WRONG_ADDRESS_SECONDS = 3.0
+FIRST_BACKOFF = 1.0
+MAX_BACKOFF = 15.0
+#: statuses upstream itself treats as "retry" (render_client.TRANSIENT_STATUSES)
+TRANSIENT = frozenset({408, 429})
+
+#: upstream's message for a non-200 answer (render_client.py): "Render endpoint returned N: body"
+_STATUS = re.compile(r"Render endpoint returned (\d{3}): (.*)\Z", re.DOTALL)
+#: exception types (by name, in the MRO) of the network layer upstream uses (httpx)
+_TRANSPORT = ("TransportError", "TimeoutException", "HTTPError", "StreamError")
+
+
+class RenderServerFailed(CompatError):
+    """The render server did not answer usably within the retry budget: the run fails (never
+    a skipped row). One message argument, so it crosses the map workers' pickling intact."""
+
+
+def status_of(exc: BaseException) -> tuple[int, str] | None:
+    """(HTTP status, body) from upstream's render error message, or None."""
+    match = _STATUS.match(str(exc))
+    return (int(match.group(1)), match.group(2)) if match else None
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server refusing this request for its content: a 4xx, not one of
+    the address/auth/transient statuses, whose body is a JSON error object (vLLM: ``{"error":
+    {"message": ...}}``; FastAPI validation: ``{"detail": [...]}``)."""
+    found = status_of(exc)
+    if found is None:
+        return False
+    status, body = found
+    if not 400 <= status < 500 or status in WRONG_ADDRESS or status in TRANSIENT:
+        return False
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and ("error" in parsed or "detail" in parsed)
+
+
+def is_server_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server's or the network's doing (retried, then fatal)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "InvalidResponseError" in names or "RenderError" in names:
+        return not is_refusal(exc)
+    if isinstance(exc, (RenderReplyMalformed, json.JSONDecodeError, ConnectionError, TimeoutError)):
+        return True  # a reply that is not JSON or holds no ids; sockets
+    return any(name in names for name in _TRANSPORT)
+
+
+def render(raw: Callable[[], Any], endpoint: str) -> list[int]:
+    """``raw()`` (one render request), retried while the server fails, within the budget."""
+    started = None
+    backoff = FIRST_BACKOFF
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            ids = raw()
+            if not isinstance(ids, list):
+                raise RenderReplyMalformed(f"Render endpoint replied token_ids={ids!r:.80}")
+        except Exception as exc:
+            if not is_server_fault(exc):
+                raise
+            now = time.monotonic()
+            if started is None:
+                started = now
+                log.warning(
+                    "render server %s: %s; retrying for up to %.0f s",
+                    endpoint, describe(exc), budget(exc),
+                )  # fmt: skip
+            if now + backoff - started > budget(exc):
+                raise RenderServerFailed(
+                    f"render server {endpoint} failed: {describe(exc)} (still after "
+                    f"{attempts} attempts over {now - started:.0f} s)"
+                ) from exc
+            time.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+            continue
+        if started is not None:
+            log.warning(
+                "render server %s answers again after %.0f s", endpoint, time.monotonic() - started
+            )
+        return ids
+
+
+class RenderReplyMalformed(ValueError):
+    """A 200 answer whose ``token_ids`` is not a list of ids."""
+
+
+def budget(exc: BaseException) -> float:
+    found = status_of(exc)
+    if found is not None and found[0] in WRONG_ADDRESS:
+        return WRONG_ADDRESS_SECONDS
+    try:
+        return float(os.environ.get(RETRY_SECONDS_ENV) or RETRY_SECONDS)
+    except ValueError:
+        return RETRY_SECONDS
+
+
+def describe(exc: BaseException) -> str:
+    """The cause in a few words: the status and the server's message, or the network error."""
+    found = status_of(exc)
+    if found is not None:
+        status, body = found
+        words = " ".join(body.split())[:160]
+        return f"HTTP {status}" + (f" ({words})" if words else "")
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

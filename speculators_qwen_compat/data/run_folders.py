@@ -1,0 +1,92 @@
+"""Folders a run owns for its lifetime, and the sweep that removes those of dead runs.
+
+Why: a run keeps scratch folders (the Arrow copy of the input rows and the mapped rows under
+datasets' cache, data/files.py; the skip ledger, data/ledger.py; the output being written,
+cli/staged_output.py). Removing them at exit (``atexit``) misses a run that is SIGKILLed or
+killed for memory: the folders would stay forever.
+
+Shape: each folder ``<parent>/<prefix>XXXX`` has a lock file ``<parent>/<prefix>XXXX.lock``
+beside it, held with ``fcntl.flock`` for as long as the run (and the map workers it forked,
+which share the lock) lives. The kernel drops the lock when the last holder dies, whatever
+killed it, so "owner dead" is exactly "the lock can be taken", with no pid that could be
+reused. The lock file is made under a temporary name, locked, then renamed into place, so a
+sweep never sees a lock file its owner does not hold yet. Linux and macOS (``fcntl``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+LOCK_SUFFIX = ".lock"
+
+#: folder -> the open lock file holding it (kept open for the life of the process).
+_held: dict[Path, int] = {}
+
+
+def make(parent: Path, prefix: str) -> Path:
+    """A new folder ``parent/prefix...`` owned by this process, after sweeping the folders
+    under the same prefix whose owners are dead."""
+    parent.mkdir(parents=True, exist_ok=True)
+    sweep(parent, prefix)
+    fd, temporary = tempfile.mkstemp(prefix=".claim-", dir=parent)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh file: nobody else holds it
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.rename(temporary, _lock_of(folder))
+    _held[folder] = fd
+    return folder
+
+
+def release(folder: Path, remove: bool = True) -> None:
+    """Give up a folder of this process: remove it (unless ``remove`` is False, when it was
+    renamed away), then its lock file, then the lock."""
+    fd = _held.pop(folder, None)
+    if remove:
+        shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        _lock_of(folder).unlink()
+    if fd is not None:
+        os.close(fd)
+
+
+def owned(folder: Path) -> bool:
+    """Whether this process holds ``folder``."""
+    return folder in _held
+
+
+def sweep(parent: Path, prefix: str) -> list[Path]:
+    """Remove the folders ``parent/prefix*`` whose lock nobody holds; the folders removed."""
+    removed = []
+    for lock in sorted(parent.glob(f"{glob_escape(prefix)}*{LOCK_SUFFIX}")):
+        folder = lock.with_name(lock.name[: -len(LOCK_SUFFIX)])
+        if folder in _held:
+            continue
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:  # swept by someone else meanwhile
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # its run is alive
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+            removed.append(folder)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally in a glob pattern."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def _lock_of(folder: Path) -> Path:
+    return folder.with_name(folder.name + LOCK_SUFFIX)

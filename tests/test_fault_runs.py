@@ -1,0 +1,147 @@
+"""Runs that are killed or refused leave nothing that looks like a dataset, and nothing behind.
+
+Every release. The faults are placed by tests/fault_driver.py at exact points (no timing):
+SIGKILL of the run's whole process group before the map, during it (a map worker has counted
+1,000 rows) and after it (the dataset written, not yet in place); a refused run (--strict-data,
+and the error limit: more than three conversations failing with a bug) with an explicit
+--token-freq-path outside --output. The oracle is the file system: --output must not exist
+after any of them; each killed run's scratch folders (the output being written beside
+--output, the rows under datasets' cache, the skip ledger) are swept by the next run, and a
+run after the kills succeeds without --overwrite and leaves no scratch folder at all.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import (
+    RELEASE,
+    good_rows,
+    last_line,
+    prepare_args,
+    read_report,
+    subprocess_env,
+    write_dataset,
+)
+from packaging.version import Version
+
+DRIVER = Path(__file__).resolve().parent / "fault_driver.py"
+KILL_POINTS = ("before-map", "during-map", "after-map")
+#: one map worker: its first counted batch (1,000 rows, upstream's map batch size) is mid-map
+ROWS = 1100
+ROWS_CACHE = "speculators_qwen_compat_rows"  # data/files.py CACHE_FOLDER
+
+
+def _drive(runs: list[dict[str, Any]], tmp: Path) -> subprocess.CompletedProcess:
+    """fault_driver.py in a process group of its own, with its own datasets cache and TMPDIR."""
+    (tmp / "tmp").mkdir(exist_ok=True)
+    env = subprocess_env(HF_DATASETS_CACHE=str(tmp / "hf"), TMPDIR=str(tmp / "tmp"))
+    return subprocess.run(
+        [sys.executable, str(DRIVER), json.dumps(runs)],
+        capture_output=True, text=True, env=env, timeout=900, start_new_session=True,
+    )  # fmt: skip
+
+
+def _scratch(tmp: Path, output: Path) -> dict[str, list[str]]:
+    """The scratch folders and lock files a run may leave: name -> sorted file names."""
+    places = {
+        "staged output": (output.parent, f".{output.name}.incomplete-*"),
+        "rows": (tmp / "hf" / ROWS_CACHE, "run-*"),
+        "ledger": (tmp / "tmp", "sqc-ledger-*"),
+    }
+    return {
+        what: sorted(p.name for p in folder.glob(pattern)) if folder.exists() else []
+        for what, (folder, pattern) in places.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def killed(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("killed")
+    data = write_dataset(tmp / "d.jsonl", good_rows(ROWS))
+    output = tmp / "out"
+    args = prepare_args(qwen36_dir, output, data, workers=1)
+    kills = {}
+    for point in KILL_POINTS:
+        run = _drive([{"args": args, "kill_at": point}], tmp)
+        kills[point] = (run, output.exists(), _scratch(tmp, output))
+    after = _drive([{"args": args}], tmp)
+    return {"kills": kills, "after": after, "output": output, "scratch": _scratch(tmp, output)}
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_killed_run_leaves_no_output(killed: dict[str, Any], point: str) -> None:
+    run, output_exists, scratch = killed["kills"][point]
+    assert run.returncode == -signal.SIGKILL, run.stderr[-3000:]
+    assert not output_exists
+    # its own scratch folders are there (the sweep below has something to do), one of each
+    # kind and its lock: the previous killed run's were swept when this one started; the
+    # ledger is added up and removed when the map is over
+    if point == "after-map":
+        assert scratch.pop("ledger") == []
+    for what, names in scratch.items():
+        folders = [n for n in names if not n.endswith(".lock")]
+        assert len(folders) == 1, (what, names)
+        assert names == sorted([folders[0], folders[0] + ".lock"]), (what, names)
+
+
+def test_the_next_run_starts_clean_and_sweeps(killed: dict[str, Any]) -> None:
+    after, output = killed["after"], killed["output"]
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert json.loads(after.stdout.strip().splitlines()[-1]) == [0]
+    assert "skipping preprocessing" not in after.stderr  # no --overwrite was needed
+    report = read_report(output)
+    assert (report["conversations_in"], report["conversations_kept"]) == (ROWS, ROWS)
+    assert (output / "dataset_info.json").is_file()
+    assert killed["scratch"] == {"staged output": [], "rows": [], "ledger": []}
+    # the last killed run's folders are different from its predecessors': swept, not reused
+    seen = [tuple(k[2]["rows"]) for k in killed["kills"].values()]
+    assert len(set(seen)) == len(seen)
+
+
+def _freq_flags(freq: Path) -> list[str]:
+    """An explicit --token-freq-path outside --output, and the flag that makes 0.9.0 write one
+    (its default is --skip-token-freq)."""
+    flags = ["--token-freq-path", str(freq)]
+    return flags + (["--no-skip-token-freq"] if Version("0.9") <= RELEASE else [])
+
+
+def test_a_refused_run_writes_nothing(qwen36_dir: Path, tmp_path: Path) -> None:
+    rows = good_rows(12)
+    duplicated = write_dataset(tmp_path / "dup.jsonl", rows + rows[:4])
+    bugs = [
+        {"messages": [{"role": "user", "content": f"INJECT-BUG {n}"},
+                      {"role": "assistant", "content": "ok"}]}
+        for n in range(4)
+    ]  # fmt: skip
+    buggy = write_dataset(tmp_path / "bug.jsonl", rows + bugs)
+    strict_out, bug_out = tmp_path / "strict", tmp_path / "bug"
+    runs = [
+        {"args": prepare_args(qwen36_dir, strict_out, duplicated, workers=1,
+                              extra=("--strict-data", *_freq_flags(tmp_path / "f1.pt")))},
+        {"args": prepare_args(qwen36_dir, bug_out, buggy, workers=1,
+                              extra=tuple(_freq_flags(tmp_path / "f2.pt"))),
+         "bug": "INJECT-BUG"},
+    ]  # fmt: skip
+    ran = _drive(runs, tmp_path)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads(ran.stdout.strip().splitlines()[-1]) == [1, 1]
+    errors = [line for line in ran.stderr.splitlines() if "speculators_qwen_compat: error:" in line]
+    assert len(errors) == 2, ran.stderr[-3000:]
+    assert errors[0].startswith("speculators_qwen_compat: error: --strict-data: ")
+    assert "exact duplicate conversations" in errors[0]
+    assert errors[1].startswith(
+        "speculators_qwen_compat: error: 4 of 16 conversations failed with an error that is "
+        "not a data problem"
+    ), errors[1]
+    for output, freq in ((strict_out, "f1.pt"), (bug_out, "f2.pt")):
+        assert not output.exists()
+        assert not (tmp_path / freq).exists()
+        assert _scratch(tmp_path, output)["staged output"] == []
+    assert last_line(ran.stderr) == errors[1]

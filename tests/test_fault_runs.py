@@ -13,6 +13,7 @@ run after the kills succeeds without --overwrite and leaves no scratch folder at
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -99,10 +100,17 @@ def test_the_next_run_starts_clean_and_sweeps(killed: dict[str, Any]) -> None:
     report = read_report(output)
     assert (report["conversations_in"], report["conversations_kept"]) == (ROWS, ROWS)
     assert (output / "dataset_info.json").is_file()
+    assert output.stat().st_mode & 0o777 == 0o777 & ~_umask()  # as a plain mkdir makes it
     assert killed["scratch"] == {"staged output": [], "rows": [], "ledger": []}
     # the last killed run's folders are different from its predecessors': swept, not reused
     seen = [tuple(k[2]["rows"]) for k in killed["kills"].values()]
     assert len(set(seen)) == len(seen)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _freq_flags(freq: Path) -> list[str]:

@@ -29,6 +29,10 @@ class StagedOutput:
         #: files in ``final`` this run replaces (an --overwrite run's old artifacts)
         self.replaced = list(replaced or [])
         self.folder = run_folders.make(self.final.parent, staging_prefix(self.final))
+        # mkdtemp makes it private (0700); --output gets the mode a plain mkdir would give it
+        umask = os.umask(0)
+        os.umask(umask)
+        self.folder.chmod(0o777 & ~umask)
         self.pid = os.getpid()
         atexit.register(self.abandon)
 

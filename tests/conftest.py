@@ -18,16 +18,21 @@ import pytest
 from packaging.version import Version
 
 from speculators_qwen_compat import demo
+from speculators_qwen_compat.cli.prepare_data import REPORT_NAME
+from speculators_qwen_compat.core.startup import ENV_SWITCH
 from speculators_qwen_compat.demo import sample_data
 
 RELEASE = Version(version("speculators"))
 #: 0.8+ render through vLLM's /render and emit one row per assistant turn.
 RENDERS = Version("0.8") <= RELEASE
 STYLES = ("qwen36", "qwen35")
+PROGRAMS = Path(__file__).resolve().with_name("programs")
+#: The environment of a process that sees upstream as installed: the venv-wide .pth stays idle.
+FIXES_OFF = {ENV_SWITCH: "0"}
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECULATORS_QWEN_COMPAT")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_SWITCH)}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     env.update(extra)
     return env
@@ -59,49 +64,6 @@ def prepare(
     return run_prepare(*args, **env)
 
 
-#: Runs an entry point's ``main(args)`` once per case in one interpreter; per case its exit code,
-#: its stdout and stderr as file descriptors 1 and 2 saw them (logging's handlers and tracebacks
-#: included), its own environment and working directory, both put back after it. A case may
-#: first write or unlink files (``write``: path -> text, ``unlink``: paths) and afterwards copy
-#: files the test wants to see as they were then (``copy_after``: path -> copy).
-BATCH = """
-import importlib, json, os, shutil, sys
-
-cases, results = json.loads(sys.argv[1]), {}
-for case in cases:
-    for path, text in case.get("write", {}).items():
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    for path in case.get("unlink", []):
-        os.unlink(path)
-    main = importlib.import_module(case["module"]).main
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    sys.stdout.flush(); sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    for fd, path in zip((1, 2), (case["log"] + ".out", case["log"] + ".err")):
-        sink = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        os.dup2(sink, fd)
-        os.close(sink)
-    try:
-        if case["cwd"]:
-            os.chdir(case["cwd"])
-        code = main(case["args"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.stdout.flush(); sys.stderr.flush()
-        for fd, old in zip((1, 2), saved):
-            os.dup2(old, fd)
-            os.close(old)
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
-    results[case["name"]] = 0 if code is None else code  # as sys.exit(main()) would exit
-    for source, copy in case.get("copy_after", {}).items():
-        if os.path.exists(source):
-            shutil.copyfile(source, copy)
-print(json.dumps(results))
-"""
 PREPARE_MAIN = "speculators_qwen_compat.cli.prepare_data"
 PACKAGE_MAIN = "speculators_qwen_compat.__main__"  # status, doctor
 
@@ -117,9 +79,10 @@ def run_batch(
     """Several entry-point runs (``main(args)`` of PREPARE_MAIN, or of ``modules[name]``) in one
     interpreter of this venv: one start-up and one import of torch, transformers and
     speculators for all of them, where each ``python -m`` run pays its own (several seconds).
-    ``steps``: per case its file steps (BATCH). ``env``: the interpreter's environment on top of
-    subprocess_env's. Name -> a
-    CompletedProcess of that case alone."""
+    Each case starts from the package's state as a fresh interpreter has it (programs/
+    batch_main.py says how). ``steps``: per case its file steps (``write``, ``unlink``,
+    ``copy_after``; batch_main.py). ``env``: the interpreter's environment on top of
+    subprocess_env's. Name -> a CompletedProcess of that case alone."""
     logs.mkdir(parents=True, exist_ok=True)
     batch = [
         {"name": name, "args": args, "module": (modules or {}).get(name, PREPARE_MAIN),
@@ -127,10 +90,9 @@ def run_batch(
          **(steps or {}).get(name, {})}
         for name, args in cases.items()
     ]  # fmt: skip
-    ran = subprocess.run(
-        [sys.executable, "-c", BATCH, json.dumps(batch)],
-        capture_output=True, text=True, env=subprocess_env(**env), timeout=900,
-    )  # fmt: skip
+    listed = logs / "cases.json"
+    listed.write_text(json.dumps(batch), encoding="utf-8")
+    ran = run_program("batch_main", str(listed), **env)
     assert ran.returncode == 0, ran.stderr[-3000:]
     codes = json.loads(ran.stdout.strip().splitlines()[-1])
     return {
@@ -158,20 +120,24 @@ def prepare_args(
     ]  # fmt: skip
 
 
-def run_python(code: str, **env: str) -> subprocess.CompletedProcess:
-    """Run Python code in a fresh interpreter of this venv."""
+def program(name: str) -> Path:
+    """``tests/programs/NAME.py``: a program the tests run in an interpreter of its own."""
+    return PROGRAMS / f"{name}.py"
+
+
+def run_program(
+    name: str, *args: str, flags: tuple[str, ...] = (), cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess:
+    """``python FLAGS tests/programs/NAME.py ARGS`` in a fresh interpreter of this venv, with
+    subprocess_env's environment plus ``env``."""
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, *flags, str(program(name)), *args],
         capture_output=True,
         text=True,
+        cwd=cwd,
         env=subprocess_env(**env),
         timeout=900,
     )
-
-
-def run_upstream(code: str) -> subprocess.CompletedProcess:
-    """Run code against speculators exactly as installed: the venv-wide .pth switched off."""
-    return run_python(code, SPECULATORS_QWEN_COMPAT="0")
 
 
 @pytest.fixture(scope="session", params=STYLES)
@@ -207,7 +173,7 @@ def write_dataset(path: Path, rows: list[dict[str, Any]], sharegpt: bool = False
 
 
 def read_report(output: Path) -> dict[str, Any]:
-    return json.loads((output / "compat_report.json").read_text(encoding="utf-8"))
+    return json.loads((output / REPORT_NAME).read_text(encoding="utf-8"))
 
 
 def last_line(text: str) -> str:

@@ -7,9 +7,6 @@ says where, with the traceback under --debug."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 from conftest import (
@@ -18,9 +15,10 @@ from conftest import (
     prepare,
     read_report,
     rejected_rows,
-    subprocess_env,
+    run_program,
     write_dataset,
 )
+from programs.inject_tokenizer_bug import MARK as BUG_MARK
 
 from speculators_qwen_compat.fixes.data.row_guard import BELOW_MINIMUM, UPSTREAM_ROW_ERROR
 
@@ -53,34 +51,14 @@ def test_conversations_in_is_kept_plus_skipped(qwen36_dir: Path, tmp_path: Path)
     assert UPSTREAM_ROW_ERROR not in result.stderr  # folded into the summary line
 
 
-INJECT = """
-import sys
-import transformers
-from speculators_qwen_compat.cli.prepare_data import main
-
-original = transformers.PreTrainedTokenizerBase.apply_chat_template
-
-def buggy(self, conversation, *args, **kwargs):
-    if "INJECT-BUG" in repr(conversation):
-        raise RuntimeError("injected bug")
-    return original(self, conversation, *args, **kwargs)
-
-transformers.PreTrainedTokenizerBase.apply_chat_template = buggy
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 def test_a_bug_is_not_a_skipped_row(qwen36_dir: Path, tmp_path: Path) -> None:
     good = good_rows(4)
-    bugs = [_short(f"INJECT-BUG {n}") for n in range(4)]
+    bugs = [_short(f"{BUG_MARK} {n}") for n in range(4)]
     data = write_dataset(tmp_path / "d.jsonl", good + bugs)
-    script = tmp_path / "inject.py"
-    script.write_text(textwrap.dedent(INJECT))
-    result = subprocess.run(
-        [sys.executable, str(script), "--model", str(qwen36_dir), "--data", str(data),
-         "--output", str(tmp_path / "out"), "--seq-length", "512",
-         "--num-preprocessing-workers", "1", "--debug"],
-        capture_output=True, text=True, env=subprocess_env(), timeout=900,
+    result = run_program(
+        "inject_tokenizer_bug", "--model", str(qwen36_dir), "--data", str(data),
+        "--output", str(tmp_path / "out"), "--seq-length", "512",
+        "--num-preprocessing-workers", "1", "--debug",
     )  # fmt: skip
     assert result.returncode == 1, result.stderr[-3000:]
     assert last_line(result.stderr).startswith(

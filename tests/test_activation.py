@@ -5,15 +5,15 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import textwrap
-from pathlib import Path
 
 import pytest
 import wrapt
-from conftest import RELEASE, run_python
+from conftest import FIXES_OFF, RELEASE, run_program
 
 import speculators_qwen_compat as compat
+from speculators_qwen_compat.core.fix import APPLIED, DISABLED, FAILED
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
+from speculators_qwen_compat.core.startup import ENV_SWITCH
 
 
 def _layers(func: object) -> int:
@@ -85,24 +85,17 @@ def test_disable_after_activation_applies_the_new_set(monkeypatch: pytest.Monkey
     assert os.environ[ENV_SWITCH] == "on"
 
 
-PATCHED = (
-    "import speculators.data_generation.preprocessing as P, speculators_qwen_compat as c;"
-    "print(hasattr(P._preprocess_batch, '__wrapped__'), c.installed())"
-)
-STATUS = "from speculators_qwen_compat.__main__ import main; main(['status', '--json'])"
-
-
 @pytest.fixture(scope="module")
-def default_venv() -> tuple[list[str], str]:
-    """One fresh interpreter with the venv as installed (the switch unset): PATCHED's words,
-    then ``status --json``'s output."""
-    result = run_python(PATCHED + "\n" + STATUS)
+def default_venv() -> tuple[list[bool], str]:
+    """One fresh interpreter with the venv as installed (the switch unset): [wrapped,
+    installed] (programs/activation_probe.py), then ``status --json``'s output."""
+    result = run_program("activation_probe", "--status")
     assert result.returncode == 0, result.stderr[-3000:]
     first, _, rest = result.stdout.partition("\n")
-    return first.split(), rest
+    return json.loads(first), rest
 
 
-def test_status_json_per_release(default_venv: tuple[list[str], str]) -> None:
+def test_status_json_per_release(default_venv: tuple[list[bool], str]) -> None:
     report = json.loads(default_venv[1])
     assert report["speculators"] == str(RELEASE)
     assert report["tested"] is True, f"{RELEASE} is not in releases.TESTED_RELEASES"
@@ -111,57 +104,23 @@ def test_status_json_per_release(default_venv: tuple[list[str], str]) -> None:
 
 
 def test_switched_off_venv_wide_leaves_upstream_untouched(
-    default_venv: tuple[list[str], str],
+    default_venv: tuple[list[bool], str],
 ) -> None:
-    assert run_python(PATCHED, SPECULATORS_QWEN_COMPAT="0").stdout.split() == ["False", "False"]
-    assert default_venv[0] == ["True", "True"]
+    off = run_program("activation_probe", **FIXES_OFF)
+    assert off.returncode == 0, off.stderr[-3000:]
+    assert json.loads(off.stdout) == [False, False]
+    assert default_venv[0] == [True, True]
 
 
 def test_single_fixes_switched_off_by_name() -> None:
-    code = (
-        "import json, speculators_qwen_compat as c;"
-        "print(json.dumps({s.name: s.state for s in c.status()}))"
-    )
-    result = run_python(code, SPECULATORS_QWEN_COMPAT="off:row_guard,run_report")
+    result = run_program("fix_states", **{ENV_SWITCH: "off:row_guard,run_report"})
     states = json.loads(result.stdout.strip().splitlines()[-1])
-    assert states["row_guard"] == states["run_report"] == "disabled"
-    assert states["conversations"] == "applied"
+    assert states["row_guard"] == states["run_report"] == DISABLED
+    assert states["conversations"] == APPLIED
 
 
-@pytest.mark.pure  # a stand-in package and the registry alone: no release involved
-def test_a_fix_that_cannot_apply_never_breaks_the_import(tmp_path: Path) -> None:
-    package = tmp_path / "victim"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "target.py").write_text(
-        "def f():\n    return 'original'\n\n"
-        "def __getattr__(name):\n    raise RuntimeError('no such thing')\n"
-    )
-    code = textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(tmp_path)!r})
-        from speculators_qwen_compat.core.registry import Fix, _Registry
-        from speculators_qwen_compat.core.targets import Shape, Target
-
-        class Raises(Fix):
-            name, modules = "raises", ("victim.target",)
-            shapes = (Shape("fits", (Target("victim.target", "f"),)),)
-            def apply(self, found, patcher):
-                patcher.wrap(*found.place(self.shapes[0].targets[0]), lambda w, i, a, k: "patched")
-                raise RuntimeError("boom")
-
-        class BadShape(Fix):  # looking its target up raises
-            name, modules = "bad_shape", ("victim.target",)
-            shapes = (Shape("never", (Target("victim.target", "missing"),)),)
-
-        registry = _Registry([Raises(), BadShape()])
-        registry.install(())
-        import victim.target
-        states = registry.states
-        print(victim.target.f(), states["raises"].state, states["bad_shape"].state)
-        registry.uninstall()
-        print(victim.target.f())
-    """)
-    result = run_python(code, SPECULATORS_QWEN_COMPAT="0")
+@pytest.mark.pure  # a stand-in module and a registry of its own: no release involved
+def test_a_fix_that_cannot_apply_never_breaks_the_import() -> None:
+    result = run_program("cannot_apply", **FIXES_OFF)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["original", "failed", "failed", "original"]
+    assert result.stdout.split() == ["original", FAILED, FAILED, "original"]

@@ -17,12 +17,13 @@ import pytest
 from conftest import (
     PACKAGE_MAIN,
     RENDERS,
+    REPORT_NAME,
     last_line,
     prepare,
     prepare_args,
     read_report,
     run_batch,
-    run_python,
+    run_program,
 )
 from format_corpus import NOTHING, Kept, Skip, formats, quality_files, write_format
 from mask_oracle import load_rows
@@ -213,30 +214,11 @@ def test_flat_data_error_names_the_mapping_and_strict_data_is_fatal(
     message = last_line(strict.stderr)
     assert message.startswith("speculators_qwen_compat: error: --strict-data: data warnings: 8 ")
     assert "regenerate-responses" in message and "the dataset was not written" in message
-    assert not (tmp_path / "s" / "compat_report.json").exists()
+    assert not (tmp_path / "s" / REPORT_NAME).exists()
 
 
-ERROR_TYPES = """
-import json, tempfile, pathlib
-import speculators_qwen_compat
-speculators_qwen_compat.install()
-from speculators.data_generation import preprocessing as P
-from speculators_qwen_compat.core.errors import CompatError
-out = {}
-empty = tempfile.mkdtemp()
-pathlib.Path(empty, "notes.txt").write_text("x")
-for label, spec in (("folder", empty), ("file", empty + "/missing.jsonl")):
-    try:
-        P.load_raw_dataset(spec)
-    except Exception as exc:
-        out[label] = [type(exc).__mro__[1].__name__, isinstance(exc, ValueError),
-                      isinstance(exc, FileNotFoundError), isinstance(exc, CompatError), str(exc)]
-print(json.dumps(out))
-"""
-
-
-def test_our_errors_are_the_types_upstream_raises() -> None:
-    result = run_python(ERROR_TYPES)
+def test_our_errors_are_the_types_upstream_raises(tmp_path: Path) -> None:
+    result = run_program("error_types", str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     folder, missing = out["folder"], out["file"]

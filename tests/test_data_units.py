@@ -5,6 +5,7 @@ our errors' types."""
 from __future__ import annotations
 
 import pytest
+from conftest import RELEASE, RENDERS
 from format_corpus import formats
 
 from speculators_qwen_compat.core.errors import CompatError, DataError, DataFileNotFoundError
@@ -15,6 +16,7 @@ from speculators_qwen_compat.data.columns import (
     find_conversation,
     suggest_mapping,
 )
+from speculators_qwen_compat.data.normalize import normalize_row
 from speculators_qwen_compat.data.quality import (
     HASH_BYTES,
     QualityStats,
@@ -31,6 +33,18 @@ from speculators_qwen_compat.data.weights import (
 )
 
 TURNS = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+
+
+def test_unknown_role_follows_the_installed_release() -> None:
+    """Without --unknown-roles, a role outside the table goes as the installed release takes it
+    (test_upstream_pins.py pins that): dropped by <= 0.7, an assistant turn on 0.8+ (model
+    names in on-policy data); either way the row is kept and the event counted."""
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "Qwen3-32B", "content": "x"}]}
+    got = normalize_row(row)
+    how = "treated as assistant" if RENDERS else "dropped"
+    assert [t["role"] for t in got.conversation] == (["user", "assistant"] if RENDERS else ["user"])
+    release = ".".join(str(RELEASE).split(".")[:2])
+    assert got.notes == [f"turns with role 'Qwen3-32B' {how}, as speculators {release} does"]
 
 
 @pytest.mark.parametrize(

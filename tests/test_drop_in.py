@@ -9,11 +9,21 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import RENDERS, good_rows, rejected_rows, run_python, subprocess_env, write_dataset
+from conftest import (
+    FIXES_OFF,
+    RENDERS,
+    good_rows,
+    program,
+    rejected_rows,
+    run_program,
+    subprocess_env,
+    write_dataset,
+)
+
+from speculators_qwen_compat.cli.train import REPO_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,44 +33,6 @@ def console_script(name: str) -> str:
     found = shutil.which(name)
     assert found, f"{name} is not on PATH"
     return found
-
-
-HEAVY = ("torch", "transformers", "datasets", "speculators", "jinja2", "numpy")
-
-USER_SCRIPT = """
-import inspect, sys
-import multiprocess
-from speculators.data_generation.preprocessing import load_and_preprocess_dataset
-
-if __name__ == "__main__":
-    method, model, data, out = sys.argv[1:5]
-    multiprocess.set_start_method(method, force=True)
-    kwargs = dict(seq_length=512, build_dataset_num_proc=2, token_freq_path=out + "/tf.pt")
-    if "render_endpoint" in inspect.signature(load_and_preprocess_dataset).parameters:
-        kwargs["render_endpoint"] = "local"
-    dataset, _ = load_and_preprocess_dataset(model, [data], **kwargs)
-    print("ROWS", len(dataset))
-"""
-
-RANK_PROBE = """
-import multiprocessing as mp
-import os
-
-def child(queue):
-    import speculators.data_generation.preprocessing as P
-    queue.put(hasattr(P._preprocess_batch, "__wrapped__"))
-
-if __name__ == "__main__":
-    import speculators.data_generation.preprocessing as P
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    process = ctx.Process(target=child, args=(queue,))
-    process.start()
-    in_child = queue.get()
-    process.join()
-    patched = hasattr(P._preprocess_batch, "__wrapped__")
-    print(f"RANK {os.environ['RANK']} patched={patched} child={in_child}")
-"""
 
 
 def _run(args: list[str], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
@@ -76,26 +48,23 @@ def _mixed_data(tmp_path: Path) -> tuple[Path, int]:
 
 
 def test_startup_imports_nothing_heavy() -> None:
-    code = (
-        "import json, sys, speculators_qwen_compat as c;"
-        f"print(json.dumps([c.installed(), [m for m in {HEAVY!r} if m in sys.modules]]))"
-    )
-    assert json.loads(run_python(code).stdout) == [True, []]
+    result = run_program("heavy_imports")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout) == [True, []]
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_users_script_and_map_workers(qwen36_dir: Path, tmp_path: Path, method: str) -> None:
     """A script shaped like upstream's git-only scripts/prepare_data.py: top-level import of
     load_and_preprocess_dataset, run as __main__, nothing of ours imported."""
-    script = tmp_path / "prepare.py"
-    script.write_text(USER_SCRIPT)
     data, _ = _mixed_data(tmp_path)
+    script = program("user_prepare_script")
     args = [sys.executable, str(script), method, str(qwen36_dir), str(data), str(tmp_path)]
     fixed = _run(args)
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert int(fixed.stdout.split("ROWS")[1].split()[0]) > 0
     assert "skipped 4 of 16 conversations" in fixed.stderr
-    off = _run(args, SPECULATORS_QWEN_COMPAT="0")
+    off = _run(args, **FIXES_OFF)
     assert off.returncode != 0  # upstream as installed dies on this data
     assert "Traceback" in off.stderr
 
@@ -112,7 +81,7 @@ def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
         return
     fixed = _run(args)
     off = _run([*args[:-4], "--output", str(tmp_path / "off"), *args[-2:]],
-               SPECULATORS_QWEN_COMPAT="0")  # fmt: skip
+               **FIXES_OFF)  # fmt: skip
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert (tmp_path / "out" / "dataset_info.json").exists()
     assert "skipped 0 of 8 conversations" in fixed.stderr
@@ -120,12 +89,11 @@ def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
     assert "No samples remain after preprocessing" in off.stderr
 
 
-def test_torchrun_ranks_and_their_children(tmp_path: Path) -> None:
-    probe = tmp_path / "probe.py"
-    probe.write_text(RANK_PROBE)
+def test_torchrun_ranks_and_their_children() -> None:
+    probe = program("rank_probe")
     torchrun = [console_script("torchrun"), "--standalone", "--nproc_per_node=2"]
     for env, entry in (({}, [str(probe)]),
-                       ({"SPECULATORS_QWEN_COMPAT": "0"},
+                       (FIXES_OFF,
                         ["-m", "speculators_qwen_compat.run", str(probe)])):  # fmt: skip
         result = _run([*torchrun, *entry], **env)
         assert result.returncode == 0, result.stderr[-3000:]
@@ -146,29 +114,22 @@ def test_train_entry_point_reaches_the_trainer(tmp_path: Path) -> None:
         assert result.returncode == 1
         assert "ships no trainer in its wheel" in result.stderr.splitlines()[-1]
     # <= 0.7 users name the checkout's script; any script gets the fixes the same way.
-    script = tmp_path / "scripts" / "train.py"
+    script = tmp_path / "scripts" / "train.py"  # where SPECULATORS_REPO's script is looked up
     script.parent.mkdir()
-    script.write_text(
-        textwrap.dedent("""
-        import sys
-        import speculators.data_generation.preprocessing as P
-        print("ARGS", sys.argv[1:], hasattr(P.load_and_preprocess_dataset, "__wrapped__"))
-    """)
-    )
+    shutil.copyfile(program("train_script"), script)
     for args, env in ((["--script", str(script), "--lr", "1"], {}),
-                      (["--lr", "1"], {"SPECULATORS_REPO": str(tmp_path)})):  # fmt: skip
+                      (["--lr", "1"], {REPO_ENV: str(tmp_path)})):  # fmt: skip
         ran = _run([sys.executable, "-m", "speculators_qwen_compat.train", *args],
-                   SPECULATORS_QWEN_COMPAT="0", **env)  # fmt: skip
+                   **FIXES_OFF, **env)  # fmt: skip
         assert ran.returncode == 0, ran.stderr[-3000:]
         assert "ARGS ['--lr', '1'] True" in ran.stdout
 
 
 @pytest.mark.pure  # a script and a module of the standard library: no release involved
-def test_run_entry_point(tmp_path: Path) -> None:
-    script = tmp_path / "s.py"
-    script.write_text("import sys, speculators_qwen_compat as c; print(sys.argv, c.installed())")
+def test_run_entry_point() -> None:
+    script = program("run_target")
     result = _run([sys.executable, "-m", "speculators_qwen_compat.run", str(script), "a", "-b"],
-                  SPECULATORS_QWEN_COMPAT="0")  # fmt: skip
+                  **FIXES_OFF)  # fmt: skip
     assert result.stdout.strip() == f"[{str(script)!r}, 'a', '-b'] True"
     module = _run([sys.executable, "-m", "speculators_qwen_compat.run", "-m", "json.tool",
                    "--help"])  # fmt: skip

@@ -9,14 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import last_line, subprocess_env
+from conftest import last_line, program, subprocess_env
 
 #: Release-independent: the target is always named (a script), so the release's trainer is
 #: never looked up; run once (tools/matrix.py). test_drop_in.py finds each release's trainer.
 pytestmark = pytest.mark.pure
 
 PREFIX = "speculators_qwen_compat: error: "
-RAISES = "def inner():\n    raise ValueError('boom from the user')\ninner()\n"
 
 
 def _entry(name: str, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -34,9 +33,8 @@ def _target(name: str, script: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["run", "train"])
-def test_the_targets_exception_keeps_its_traceback(name: str, tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    script.write_text(RAISES)
+def test_the_targets_exception_keeps_its_traceback(name: str) -> None:
+    script = program("raises_in_inner")
     result = _entry(name, *_target(name, script))
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr
@@ -46,9 +44,8 @@ def test_the_targets_exception_keeps_its_traceback(name: str, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("name", ["run", "train"])
-def test_the_targets_exit_code_is_kept(name: str, tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    script.write_text("import sys\nsys.exit(7)\n")
+def test_the_targets_exit_code_is_kept(name: str) -> None:
+    script = program("exits_seven")
     assert _entry(name, *_target(name, script)).returncode == 7
 
 

@@ -7,7 +7,6 @@ start-up and imports once, not thirteen times; each test checks its own cases.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -144,4 +143,4 @@ def test_overwrite_refuses_to_delete_other_files(qwen36_dir: Path, tmp_path: Pat
     assert kept.read_text() == "mine"  # notes.txt as the refused run left it
     rerun = results["rerun"]
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    assert json.loads((output / "compat_report.json").read_text())["rows_out"] > 0
+    assert read_report(output)["rows_out"] > 0

@@ -46,25 +46,39 @@ def test_role_table() -> None:
     assert got == ["system", "user", "assistant", "tool", "tool", "tool", "assistant"]
 
 
-def test_unknown_role_follows_the_installed_release(monkeypatch: pytest.MonkeyPatch) -> None:
-    """speculators <= 0.7 drop the turn, 0.8+ treat it as assistant (model names in on-policy
-    data); either way the row is kept and the event counted; --unknown-roles skip refuses it."""
-    from importlib.metadata import version
-
-    from packaging.version import Version
-
+@pytest.mark.parametrize(
+    ("policy", "roles", "how"),
+    [("assistant", ["user", "assistant"], "treated as assistant"), ("drop", ["user"], "dropped")],
+)
+def test_unknown_roles_chosen_by_flag(
+    monkeypatch: pytest.MonkeyPatch, policy: str, roles: list[str], how: str
+) -> None:
+    """``--unknown-roles assistant|drop``: whatever the installed release does (its own
+    behaviour, the default, is tested per release in test_data_units.py); the row is kept and
+    the event counted; ``skip`` refuses the conversation."""
+    monkeypatch.setenv(UNKNOWN_ROLES_ENV, policy)
     row = {"messages": [{"role": "user", "content": "hi"}, {"role": "Qwen3-32B", "content": "x"}]}
     got = normalize_row(row)
-    if Version(version("speculators")) >= Version("0.8"):
-        assert [t["role"] for t in got.conversation] == ["user", "assistant"]
-        assert got.notes == ["turns with role 'Qwen3-32B' treated as assistant, as speculators "
-                             f"{'.'.join(version('speculators').split('.')[:2])} does"]  # fmt: skip
-    else:
-        assert [t["role"] for t in got.conversation] == ["user"]
-        assert got.notes[0].startswith("turns with role 'Qwen3-32B' dropped, as speculators 0.")
+    assert [t["role"] for t in got.conversation] == roles
+    assert got.notes == [f"turns with role 'Qwen3-32B' {how} (--unknown-roles {policy})"]
     monkeypatch.setenv(UNKNOWN_ROLES_ENV, "skip")
     with pytest.raises(BadConversation, match="unknown role 'narrator'"):
         normalize_conversation([{"role": "narrator", "content": "x"}])
+
+
+@pytest.mark.parametrize(
+    ("release_roles", "roles", "how"),
+    [("assistant", ["user", "assistant"], "treated as assistant"), ("drop", ["user"], "dropped")],
+)
+def test_unknown_roles_as_the_release_takes_them(
+    release_roles: str, roles: list[str], how: str
+) -> None:
+    """Without the flag, as the release does (the fix reads it from upstream's shape: 0.8+
+    assistant, <= 0.7 drop), whichever release is installed."""
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "Qwen3-32B", "content": "x"}]}
+    got = normalize_row(row, release_roles=release_roles)
+    assert [t["role"] for t in got.conversation] == roles
+    assert got.notes[0].startswith(f"turns with role 'Qwen3-32B' {how}, as speculators ")
 
 
 def test_reasoning_reaches_both_keys() -> None:

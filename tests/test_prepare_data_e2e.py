@@ -20,6 +20,7 @@ import pytest
 from conftest import (
     RELEASE,
     RENDERS,
+    REPORT_NAME,
     as_written,
     good_rows,
     last_line,
@@ -116,7 +117,7 @@ def test_seed_command_line(
     run = seed_runs(qwen36_dir, sharegpt)
     assert run.result.returncode == 0, run.result.stderr[-3000:]
     files = {p.name for p in run.output.iterdir()}
-    assert {"dataset_info.json", "state.json", "compat_report.json"} <= files
+    assert {"dataset_info.json", "state.json", REPORT_NAME} <= files
     assert any(name.endswith(".arrow") for name in files)
     if not RENDERS:  # 0.9 skips token frequencies by default (--skip-token-freq)
         assert "token_freq.pt" in files

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import good_rows, read_report, rejected_rows, run_prepare, write_dataset
 
+from speculators_qwen_compat.core.fix import APPLIED, NOT_APPLICABLE
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
 
 SIMULATED = "0.99.1"
@@ -94,9 +95,9 @@ def test_reordered_parameters_never_give_wrong_values(
     report = read_report(output)
     assert report["speculators"] == SIMULATED  # the reordered copy ran
     states = {fix["name"]: fix for fix in report["fixes"]}
-    if states["row_guard"]["state"] == "not-applicable":
+    if states["row_guard"]["state"] == NOT_APPLICABLE:
         return  # refusing is allowed; reading the wrong argument is not
-    assert states["row_guard"]["state"] == "applied"
+    assert states["row_guard"]["state"] == APPLIED
     assert report["conversations_in"] == len(good) + len(rejected)
     assert report["rows_out"] > 0
     expected: dict[str, list[str]] = {}

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
+from conftest import run_program
 
 import speculators_qwen_compat
-from speculators_qwen_compat.core.startup import parse_switch
+from speculators_qwen_compat.core.fix import DISABLED, FAILED
+from speculators_qwen_compat.core.startup import ENV_SWITCH, PREFIX, parse_switch
 
 #: Release-independent: the .pth and the switch are read before speculators is imported (the
 #: fresh interpreters never import it); run once (tools/matrix.py).
@@ -26,19 +26,12 @@ pytestmark = pytest.mark.pure
 ROOT = Path(__file__).resolve().parents[1]
 PTH = ROOT / "speculators_qwen_compat.pth"
 PACKAGE = Path(speculators_qwen_compat.__file__).parent
-PREFIX = "speculators_qwen_compat: "
 
 
-def _isolated(site: Path, code: str, **env: str) -> subprocess.CompletedProcess:
-    """A Python that sees only the standard library and ``site`` (processed like site-packages)."""
-    prelude = f"import site; site.addsitedir({str(site)!r})\n"
-    return subprocess.run(
-        [sys.executable, "-I", "-S", "-c", prelude + code],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(**env),
-        timeout=120,
-    )
+def _isolated(site: Path, what: str) -> subprocess.CompletedProcess:
+    """A Python that sees only the standard library and ``site`` (processed like site-packages),
+    running programs/isolated_start.py's ``what``."""
+    return run_program("isolated_start", str(site), what, flags=("-I", "-S"))
 
 
 def _site(tmp_path: Path, package: str) -> Path:
@@ -55,7 +48,7 @@ def _site(tmp_path: Path, package: str) -> Path:
 
 @pytest.mark.parametrize("package", ["gone", "init only"])
 def test_half_uninstalled_package_starts_clean(tmp_path: Path, package: str) -> None:
-    result = _isolated(_site(tmp_path, package), "print('started')")
+    result = _isolated(_site(tmp_path, package), "started")
     assert result.returncode == 0
     assert result.stdout == "started\n"
     assert result.stderr == ""
@@ -68,19 +61,14 @@ def test_without_wrapt_one_line_and_status_says_why(tmp_path: Path) -> None:
     dist = site / "speculators-0.9.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: speculators\nVersion: 0.9.0\n")
-    code = (
-        "import speculators\n"
-        "from speculators_qwen_compat.__main__ import status_report\n"
-        "import json; print(json.dumps(status_report()))\n"
-    )
-    result = _isolated(site, code)
+    result = _isolated(site, "status")
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"{PREFIX}warning: fixes not active: wrapt is not installed")
     report = json.loads(result.stdout)
     assert report["activation"].startswith("failed: wrapt is not installed")
-    assert report["patches"] and {p["state"] for p in report["patches"]} == {"failed"}
+    assert report["patches"] and {p["state"] for p in report["patches"]} == {FAILED}
     assert all("activation failed: wrapt" in p["reason"] for p in report["patches"])
 
 
@@ -106,34 +94,20 @@ def test_malformed_switch_is_rejected(value: str) -> None:
         parse_switch(value)
 
 
-STATES = (
-    "import json, speculators_qwen_compat as c\n"
-    "from speculators_qwen_compat.core import startup\n"
-    "startup.settle()\n"
-    "print(json.dumps({s.name: s.state for s in c.status(resolve=False)}))\n"
-)
-
-
 @pytest.mark.parametrize(
     ("value", "disabled", "message"),
     [
         ("off:row_guard,run_report", {"row_guard", "run_report"}, None),
-        ("of", set(), "warning: SPECULATORS_QWEN_COMPAT='of' is not on, off, 1, 0 or off:FIX"),
-        ("conversations", set(), "warning: SPECULATORS_QWEN_COMPAT='conversations' is not"),
+        ("of", set(), f"warning: {ENV_SWITCH}='of' is not on, off, 1, 0 or off:FIX"),
+        ("conversations", set(), f"warning: {ENV_SWITCH}='conversations' is not"),
         ("off:row_guard,nosuch", {"row_guard"}, "warning: no fix named nosuch to switch off"),
     ],
 )
 def test_switch_in_a_fresh_interpreter(value: str, disabled: set[str], message: str | None) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", STATES],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(SPECULATORS_QWEN_COMPAT=value),
-        timeout=120,
-    )
+    result = run_program("fix_states", "--settled", **{ENV_SWITCH: value})
     assert result.returncode == 0, result.stderr
     states = json.loads(result.stdout)
-    assert {name for name, state in states.items() if state == "disabled"} == disabled
+    assert {name for name, state in states.items() if state == DISABLED} == disabled
     assert "inactive" not in states.values()
     if message is None:
         assert result.stderr == ""
@@ -143,12 +117,6 @@ def test_switch_in_a_fresh_interpreter(value: str, disabled: set[str], message: 
 
 
 def test_switched_off_stays_idle() -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", STATES],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(SPECULATORS_QWEN_COMPAT="off"),
-        timeout=120,
-    )
+    result = run_program("fix_states", "--settled", **{ENV_SWITCH: "off"})
     assert result.returncode == 0 and result.stderr == ""
     assert set(json.loads(result.stdout).values()) == {"inactive"}

@@ -105,6 +105,14 @@ def quality() -> QualityStats:
     return _pending.quality
 
 
+def reset() -> None:
+    """Forget this process's pending counts and the reasons already logged: the state a fresh
+    interpreter starts with (for callers that run several runs in one process, e.g. tests)."""
+    global _pending
+    _pending = _Pending()
+    _warned_reasons.clear()
+
+
 def flush() -> None:
     if not (
         _pending.seen

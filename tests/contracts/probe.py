@@ -248,9 +248,10 @@ def main(argv: list[str]) -> int:
 
 def _installed() -> bool:
     import speculators_qwen_compat
+    from speculators_qwen_compat.core.fix import APPLIED
 
     status = {s.name: s.state for s in speculators_qwen_compat.status()}
-    return any(state == "applied" for state in status.values())
+    return any(state == APPLIED for state in status.values())
 
 
 if __name__ == "__main__":

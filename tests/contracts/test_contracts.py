@@ -21,6 +21,8 @@ import pytest
 from conftest import RELEASE, subprocess_env
 from packaging.version import Version
 
+from speculators_qwen_compat.core.startup import ENV_SWITCH
+
 PROBE = Path(__file__).with_name("probe.py")
 OLD = Version("0.6") > RELEASE  # 0.5 drops tool turns, tool calls and reasoning_content
 KEEPS_EMPTY_ROWS = Version("0.8") > RELEASE  # <= 0.7 keep rows with an all-zero loss mask
@@ -58,7 +60,7 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
     runs = {}
     for mode in ("0", "1"):
         out = work / f"probe-{mode}.json"
-        env = subprocess_env(SPECULATORS_QWEN_COMPAT=mode)
+        env = subprocess_env(**{ENV_SWITCH: mode})
         command = [sys.executable, "-P", str(PROBE), str(work / mode), str(out)]
         runs[mode] = (out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, text=True))  # fmt: skip

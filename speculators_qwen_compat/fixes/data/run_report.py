@@ -57,6 +57,13 @@ VISUALIZE = Target(PREPROCESSING, "_visualize_sample", params=("preprocessed",),
 SAVE_FREQ = Target(PREPROCESSING, "save_token_frequency_distribution", optional=True)
 
 
+def reset() -> None:
+    """No last run, the summary announced, no run open: the state a fresh interpreter starts
+    with (for callers that run several runs in one process, e.g. tests)."""
+    global _current, announce, last_run
+    _current, announce, last_run = None, True, None
+
+
 class RunReportFix(Fix):
     name = "run_report"
     summary = "count what a run reads and skips; fail with reasons instead of an empty dataset"

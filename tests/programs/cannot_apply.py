@@ -1,0 +1,46 @@
+"""Two fixes that cannot apply, on a registry of their own (test_activation.py).
+
+``raises`` fits stand_in_target but raises half-way through applying; looking up
+``bad_shape``'s target raises. Prints what ``stand_in_target.f()`` returns and both fixes'
+states, then what ``f()`` returns after the registry's uninstall: the import of the target
+never breaks and a half-applied fix is taken back."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from speculators_qwen_compat.core.registry import Fix, Patcher, _Registry
+from speculators_qwen_compat.core.targets import Found, Shape, Target
+
+TARGET = "stand_in_target"  # beside this program, on sys.path when it runs by path
+
+
+class Raises(Fix):
+    name, modules = "raises", (TARGET,)
+    shapes = (Shape("fits", (Target(TARGET, "f"),)),)
+
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        owner, name = found.place(self.shapes[0].targets[0])
+        patcher.wrap(owner, name, lambda wrapped, instance, args, kwargs: "patched")
+        raise RuntimeError("boom")
+
+
+class BadShape(Fix):  # looking its target up raises
+    name, modules = "bad_shape", (TARGET,)
+    shapes = (Shape("never", (Target(TARGET, "missing"),)),)
+
+
+def main(argv: list[str]) -> int:
+    registry = _Registry([Raises(), BadShape()])
+    registry.install(())
+    target: Any = __import__(TARGET)
+    states = registry.states
+    print(target.f(), states["raises"].state, states["bad_shape"].state)
+    registry.uninstall()
+    print(target.f())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -323,6 +323,20 @@ def server_answers(render: Callable[[dict[str, Any]], tuple[int, Any]]) -> dict[
     return {name: answer_of(*render(server_body(case))) for name, case in cases().items()}
 
 
+def mismatches(got: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    """Cases whose local answer (``{"ids"}`` or ``{"error"}``) differs from the server's: other
+    ids, or ids where the server answered 400 (a rejected case must fail locally too)."""
+    bad = []
+    for name in sorted(set(got) | set(expected)):
+        a, b = got.get(name), expected.get(name)
+        if b is not None and "status" in b:
+            if a is None or "ids" in a:
+                bad.append(f"{name}: server answered {b['status']}, local rendered")
+        elif a != b:
+            bad.append(f"{name}: {str(a)[:120]} != {str(b)[:120]}")
+    return bad
+
+
 def load_golden(style: str, version: str) -> dict[str, Any]:
     return json.loads(golden_path(style, version).read_text())
 

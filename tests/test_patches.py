@@ -237,18 +237,6 @@ def test_probe_normalizer_and_local_render(
         assert out["renders"]["right"] == want[:5]
 
 
-def _golden_mismatches(got: dict[str, Any], expected: dict[str, Any]) -> list[str]:
-    bad = []
-    for name in sorted(expected):
-        a, b = got.get(name), expected[name]
-        if "status" in b:  # rejected by the server: must fail locally too
-            if a is None or "ids" in a:
-                bad.append(f"{name}: server answered {b['status']}, local rendered")
-        elif a != b:
-            bad.append(f"{name}: {str(a)[:160]} != {str(b)[:120]}")
-    return bad
-
-
 @pytest.mark.parametrize("style", parity_corpus.STYLES)
 def test_patched_local_render_gives_vllm_golden_ids(
     patched: PatchedSource, units: dict[str, Any] | None, style: str
@@ -263,7 +251,8 @@ def test_patched_local_render_gives_vllm_golden_ids(
     if not TRUNCATES:
         cases = parity_corpus.cases()
         expected = {k: v for k, v in expected.items() if "truncate_prompt_tokens" not in cases[k]}
-    assert _golden_mismatches(units["golden"][style], expected) == []
+    got = {name: answer for name, answer in units["golden"][style].items() if name in expected}
+    assert parity_corpus.mismatches(got, expected) == []
 
 
 if not RENDERS:

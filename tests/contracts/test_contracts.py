@@ -5,8 +5,9 @@ upstream accepts, once with the fixes off (``SPECULATORS_QWEN_COMPAT=0``) and on
 interpreters of this release. With the fixes on, a call must return the same types, lengths and
 keys (and the same value where the value is plain data), leave its arguments as upstream
 leaves them, and raise an instance of the exception type upstream raises. The differences that
-are the point of a fix are listed in DELIBERATE, each with its reason (README, "Upstream's
-contracts"). Cost: two probe interpreters side by side, about 20 s per release on a quiet machine.
+are the point of a fix are listed in DELIBERATE, each with its reason (docs/maintainers.md,
+"Upstream's contracts"). Cost: two probe interpreters side by side, about 20 s per release on a
+quiet machine.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Tiny random target checkpoints for the pipeline tier, built with transformers' own classes.
 
-Sizes are the smallest the vLLM 0.32 CPU kernels accept (docs/pipeline-on-cpu in the README):
-attention head_dim 32, Gated DeltaNet key/value head dims 128 in bf16, an mrope_section that fits
-the rotary part of head_dim 32 at partial_rotary_factor 0.25. Eight layers, so speculators'
-default EAGLE-3 layers are [2, 4, 5] and the last layer is 8. The norm weights are drawn
-N(0, 0.5) so that a norm computing ``x*w`` and one computing ``x*(1+w)`` differ visibly. The
+Sizes are the smallest the vLLM 0.32 CPU kernels accept (docs/maintainers.md, "The whole pipeline
+on CPU"): attention head_dim 32, Gated DeltaNet key/value head dims 128 in bf16, an mrope_section
+that fits the rotary part of head_dim 32 at partial_rotary_factor 0.25. Eight layers, so
+speculators' default EAGLE-3 layers are [2, 4, 5] and the last layer is 8. The norm weights are
+drawn N(0, 0.5) so that a norm computing ``x*w`` and one computing ``x*(1+w)`` differ visibly. The
 tokenizer and chat template are the bundled tiny Qwen3.6-style ones (demo/tiny-qwen36).
 """
 

@@ -66,20 +66,10 @@ def place_kill(point: str) -> None:
         raise SystemExit(f"fault_driver: unknown kill point {point!r}")
 
 
-def place_bug(marker: str) -> None:
-    import transformers
-
-    original = transformers.PreTrainedTokenizerBase.apply_chat_template
-
-    def buggy(self: Any, conversation: Any, *args: Any, **kwargs: Any) -> Any:
-        if marker in repr(conversation):
-            raise RuntimeError("injected bug")
-        return original(self, conversation, *args, **kwargs)
-
-    transformers.PreTrainedTokenizerBase.apply_chat_template = buggy
-
-
 def main() -> int:
+    from programs.batch_main import reset_package_state
+    from programs.inject_tokenizer_bug import inject_bug
+
     from speculators_qwen_compat.cli.prepare_data import main as prepare_data
 
     codes = []
@@ -87,7 +77,8 @@ def main() -> int:
         if run.get("kill_at"):
             place_kill(run["kill_at"])
         if run.get("bug"):
-            place_bug(run["bug"])
+            inject_bug(run["bug"])
+        reset_package_state()  # each run starts as a run of its own would (batch_main's reset)
         codes.append(prepare_data(run["args"]))
     print(json.dumps(codes))
     return 0

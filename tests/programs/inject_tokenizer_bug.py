@@ -11,13 +11,14 @@ from typing import Any
 MARK = "INJECT-BUG"
 
 
-def inject_bug() -> None:
+def inject_bug(marker: str = MARK) -> None:
+    """``apply_chat_template`` raises RuntimeError on every conversation whose text holds marker."""
     import transformers
 
     original = transformers.PreTrainedTokenizerBase.apply_chat_template
 
     def buggy(self: Any, conversation: Any, *args: Any, **kwargs: Any) -> Any:
-        if MARK in repr(conversation):
+        if marker in repr(conversation):
             raise RuntimeError("injected bug")
         return original(self, conversation, *args, **kwargs)
 

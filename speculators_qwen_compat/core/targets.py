@@ -135,6 +135,10 @@ def _resolve(target: Target, module_name: str, module: ModuleType) -> Any:
         owner: Any = module
     else:
         owner = sys.modules.get(target.module)
+        if owner is not None and _initializing(owner):
+            # Imported halfway: its hook fires when it is done (a module importing this one
+            # while its own body runs, as speculators.train.data does with .recovery).
+            return _DEFERRED
         if owner is None:
             parent = target.module.rpartition(".")[0]
             if target.optional or (parent and parent not in sys.modules):
@@ -145,6 +149,11 @@ def _resolve(target: Target, module_name: str, module: ModuleType) -> Any:
         if owner is None:
             return None
     return owner
+
+
+def _initializing(module: ModuleType) -> bool:
+    """Whether ``module``'s body is still running (importlib marks its spec while it runs)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def _misfit(target: Target, value: Any) -> str | None:

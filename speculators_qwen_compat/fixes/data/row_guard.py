@@ -83,7 +83,8 @@ class RowGuardFix(Fix):
     def apply(self, found: Found, patcher: Patcher) -> None:
         import logging
 
-        upstream_log = logging.getLogger(found.module_name)
+        module_name = found.module_name  # upstream's preprocessing module logs per-row errors
+        upstream_log = logging.getLogger(module_name)
         patcher.replace(upstream_log, "filters", [*upstream_log.filters, _FoldRowErrors()])
         if found.shape is RENDER_ERA:
             _guard_render_rows(found, patcher)

@@ -3,7 +3,7 @@ trainer drives it (``training.assembly._prepare_prompts``): ``specforge.data.pro
 prepare_prompt_tasks`` -> ``load_dataset("json")`` -> ``data.preprocessing.build_eagle3_dataset``
 with its registered ``qwen3.5`` template (there is no ``qwen3.6`` entry), ``num_proc`` workers,
 at least one loss token, an Arrow cache folder of the run's own. Facts:
-the project's SpecForge fact sheet (shared/reference/peer-specforge.md)..
+the project's SpecForge fact sheet (shared/reference/peer-specforge.md).
 
 ``python peer_specforge.py MODEL DATA OUTPUT SEQ_LENGTH WORKERS``, run in SpecForge's own
 environment (tools/build_venv.sh specforge; tools/release_python.sh specforge-0.2.0). DATA holds

@@ -32,6 +32,8 @@ from conftest import (
 )
 from packaging.version import Version
 
+from speculators_qwen_compat.core.errors import DEBUG_ENV
+
 DRIVER = Path(__file__).resolve().parent / "fault_driver.py"
 KILL_POINTS = ("before-map", "during-map", "after-map")
 #: one map worker: its first counted batch (1,000 rows, upstream's map batch size) is mid-map
@@ -42,7 +44,10 @@ ROWS_CACHE = "speculators_qwen_compat_rows"  # data/files.py CACHE_FOLDER
 def _drive(runs: list[dict[str, Any]], tmp: Path) -> subprocess.CompletedProcess:
     """fault_driver.py in a process group of its own, with its own datasets cache and TMPDIR."""
     (tmp / "tmp").mkdir(exist_ok=True)
-    env = subprocess_env(HF_DATASETS_CACHE=str(tmp / "hf"), TMPDIR=str(tmp / "tmp"))
+    # DEBUG_ENV: a fatal error's traceback on stderr too, for a failure's message
+    env = subprocess_env(
+        HF_DATASETS_CACHE=str(tmp / "hf"), TMPDIR=str(tmp / "tmp"), **{DEBUG_ENV: "1"}
+    )
     return subprocess.run(
         [sys.executable, str(DRIVER), json.dumps(runs)],
         capture_output=True, text=True, env=env, timeout=900, start_new_session=True,
@@ -142,7 +147,7 @@ def test_a_refused_run_writes_nothing(qwen36_dir: Path, tmp_path: Path) -> None:
     assert json.loads(ran.stdout.strip().splitlines()[-1]) == [1, 1]
     errors = [line for line in ran.stderr.splitlines() if "speculators_qwen_compat: error:" in line]
     assert len(errors) == 2, ran.stderr[-3000:]
-    assert errors[0].startswith("speculators_qwen_compat: error: --strict-data: ")
+    assert errors[0].startswith("speculators_qwen_compat: error: --strict-data: "), ran.stderr
     assert "exact duplicate conversations" in errors[0]
     assert errors[1].startswith(
         "speculators_qwen_compat: error: 4 of 16 conversations failed with an error that is "

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat import status
-from speculators_qwen_compat.cli.staged_output import StagedOutput
+from speculators_qwen_compat.cli.staged_output import StagedOutput, artifacts
 from speculators_qwen_compat.cli.support import (
     DEBUG_ENV,
     PACKAGE_LOGGER,
@@ -168,10 +168,8 @@ def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, StagedOu
 def _stage(rest: list[str]) -> StagedOutput | None:
     """Upstream's checks on the real ``--output`` (0.8.1/0.9.0 ``cli/prepare_data.py``: an
     existing dataset is kept without --overwrite; --overwrite refuses a folder holding other
-    files), then a staging folder beside it; None when upstream is to see the real folder (it
-    holds a dataset and upstream will skip)."""
-    from speculators.cli import prepare_data as command
-
+    files: ``staged_output.artifacts``), then a staging folder beside it; None when upstream is
+    to see the real folder (it holds a dataset and upstream will skip)."""
     output = Path(_option_value(rest, "--output", "./output"))
     freq = _option_value(rest, "--token-freq-path", "")
     replaced: list[Path] = []
@@ -179,11 +177,7 @@ def _stage(rest: list[str]) -> StagedOutput | None:
         if "--overwrite" not in rest and any(output.glob("*.arrow")):
             return None
         if "--overwrite" in rest:
-            token_freq = Path(freq) if freq else output / "token_freq.pt"
-            guard = getattr(command, "assert_safe_to_overwrite", None)
-            if callable(guard):
-                guard(output, token_freq)
-            replaced = [p for p in output.iterdir() if p.is_file()]
+            replaced = artifacts(output, Path(freq) if freq else output / "token_freq.pt")
     return StagedOutput(output, replaced)
 
 

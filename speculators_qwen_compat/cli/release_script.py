@@ -19,8 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
-from speculators_qwen_compat.cli.staged_output import StagedOutput
-from speculators_qwen_compat.data.ledger import REPORT_NAME
+from speculators_qwen_compat.cli.staged_output import StagedOutput, artifacts
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -80,8 +79,6 @@ FLAGS: list[tuple[str, str, dict[str, Any]]] = [
     ),
 ]
 
-ARTIFACTS = {"dataset_info.json", "state.json", "token_freq.pt", REPORT_NAME}
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
@@ -138,26 +135,3 @@ def run(preprocessing: ModuleType, args: list[str], prog: str) -> tuple[int, Sta
         staged.abandon()
         raise
     return 0, staged
-
-
-def artifacts(output: Path, token_freq_path: Path) -> list[Path]:
-    """prepare_data's own files in ``output`` (an --overwrite run replaces them); a CompatError
-    when anything else is there."""
-    from speculators_qwen_compat.core.errors import CompatError
-
-    resolved_freq = token_freq_path.resolve()
-    found, others = [], []
-    for path in output.iterdir():
-        is_artifact = path.is_file() and (
-            path.suffix == ".arrow" or path.name in ARTIFACTS or path.resolve() == resolved_freq
-        )
-        (found if is_artifact else others).append(path)
-    if others:
-        names = ", ".join(sorted(p.name for p in others))
-        raise CompatError(
-            f"--overwrite would delete files that are not prepare_data output in {output} "
-            f"({names}); move them away or choose another --output"
-        )
-    if found:
-        log.warning("Replacing %d prepare_data artifacts in %s", len(found), output)
-    return found

@@ -7,17 +7,26 @@ dataset, and the next run skips it unless ``--overwrite`` is given. Here upstrea
 ``<parent>/.<name>.incomplete-XXXX`` (a run folder, data/run_folders.py: swept by the next run
 once its owner is dead), and ``commit`` renames it to ``--output`` after the report is written.
 When ``--output`` already exists (``--overwrite``, or a folder without a dataset) the new files
-are moved into it one by one, after the artifacts being replaced are removed.
+are moved into it one by one, after the artifacts being replaced are removed; ``artifacts``
+refuses an ``--overwrite`` of a folder holding anything else (upstream's rule, 0.8.1/0.9.0
+``cli/prepare_data.py:55``, on every release, our report included).
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 from pathlib import Path
 
+from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data import run_folders
+from speculators_qwen_compat.data.ledger import REPORT_NAME
+
+log = logging.getLogger("speculators_qwen_compat")
+#: the files of prepare_data's output besides ``*.arrow`` shards
+ARTIFACTS = frozenset({"dataset_info.json", "state.json", "token_freq.pt", REPORT_NAME})
 
 
 class StagedOutput:
@@ -72,3 +81,24 @@ class StagedOutput:
 
 def staging_prefix(final: Path) -> str:
     return f".{final.name}.incomplete-"
+
+
+def artifacts(output: Path, token_freq_path: Path) -> list[Path]:
+    """prepare_data's own files in ``output`` (an --overwrite run replaces them); a CompatError
+    when anything else is there."""
+    resolved_freq = token_freq_path.resolve()
+    found, others = [], []
+    for path in output.iterdir():
+        is_artifact = path.is_file() and (
+            path.suffix == ".arrow" or path.name in ARTIFACTS or path.resolve() == resolved_freq
+        )
+        (found if is_artifact else others).append(path)
+    if others:
+        names = ", ".join(sorted(p.name for p in others))
+        raise CompatError(
+            f"--overwrite would delete files that are not prepare_data output in {output} "
+            f"({names}); move them away or choose another --output"
+        )
+    if found:
+        log.warning("Replacing %d prepare_data artifacts in %s", len(found), output)
+    return found

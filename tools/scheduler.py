@@ -126,7 +126,10 @@ def run_jobs(
             if len(done) < len(jobs):
                 lock.wait(timeout=5)
     if timings_file is not None:
-        timings.update({o.name: round(o.seconds, 1) for o in order if o.ok})
+        for o in order:
+            # a failed part's time is a floor (it may have stopped early): kept when longer
+            if o.ok or (o.ok is False and o.seconds > timings.get(o.name, 0.0)):
+                timings[o.name] = round(o.seconds, 1)
         timings_file.parent.mkdir(parents=True, exist_ok=True)
         timings_file.write_text(json.dumps(timings, indent=1, sort_keys=True) + "\n")
     return order

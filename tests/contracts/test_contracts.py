@@ -23,6 +23,7 @@ from conftest import RELEASE, subprocess_env
 from packaging.version import Version
 
 from speculators_qwen_compat.core.startup import ENV_SWITCH
+from speculators_qwen_compat.data.render_faults import RETRY_SECONDS_ENV
 
 PROBE = Path(__file__).with_name("probe.py")
 OLD = Version("0.6") > RELEASE  # 0.5 drops tool turns, tool calls and reasoning_content
@@ -34,6 +35,21 @@ DELIBERATE: dict[str, str] = {
         "upstream indexes row 0 of an empty dataset (IndexError); the fix says why it is empty"
     ),
 }
+if not KEEPS_EMPTY_ROWS:  # 0.8+: --render-endpoint URL, upstream's own render path
+    DELIBERATE["render_conversation/unreachable"] = (
+        "upstream retries 14 s and raises httpx's error for every conversation, which its map "
+        "skips; the fix retries within a budget, then raises RenderServerFailed, which ends the "
+        "run (a server fault is not data: data/render_faults.py)"
+    )
+    DELIBERATE["_render_conversation_rows/unreachable"] = (
+        "upstream logs the error and returns no rows (the conversation is skipped); the fix "
+        "raises RenderServerFailed: a server that is gone is not a bad conversation"
+    )
+    DELIBERATE["load_and_preprocess_dataset/endpoint_unreachable"] = (
+        "upstream skips every conversation and fails at the end with 'No samples remain' "
+        "(ValueError), or exits 0 with the rows rendered before the server went; the fix fails "
+        "the run with RenderServerFailed naming the server (data/render_faults.py)"
+    )
 if KEEPS_EMPTY_ROWS:
     DELIBERATE["load_and_preprocess_dataset/nothing_to_train_on"] = (
         "<= 0.7 keep rows with nothing to supervise (an all-zero loss mask); the fix drops and "
@@ -61,7 +77,8 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
     runs = {}
     for mode in ("0", "1"):
         out = work / f"probe-{mode}.json"
-        env = subprocess_env(**{ENV_SWITCH: mode})
+        # a render server that is not there: the fix's retry budget cut to a second
+        env = subprocess_env(**{ENV_SWITCH: mode, RETRY_SECONDS_ENV: "1"})
         command = [sys.executable, "-P", str(PROBE), str(work / mode), str(out)]
         runs[mode] = (out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, text=True))  # fmt: skip

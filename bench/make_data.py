@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from speculators_qwen_compat.demo.sample_data import to_sharegpt
+
 WORD_TEXT = (
     "the model returns a list of values from each request and the server keeps state for every "
     "user while tests check that results match what we expected before deployment so please "
@@ -129,19 +131,6 @@ def agentic(t: Texts, index: int) -> dict[str, Any]:
         )
     messages.append({"role": "assistant", "content": t.words(2), "reasoning_content": t.words(1)})
     return {"messages": messages, "tools": TOOLS}
-
-
-def to_sharegpt(row: dict[str, Any]) -> dict[str, Any]:
-    names = {"user": "human", "assistant": "gpt", "system": "system", "tool": "tool"}
-    turns = []
-    for turn in row["messages"]:
-        out = {"from": names[turn["role"]], "value": turn.get("content")}
-        out.update({k: v for k, v in turn.items() if k not in ("role", "content")})
-        turns.append(out)
-    converted: dict[str, Any] = {"conversations": turns}
-    if "tools" in row:
-        converted["tools"] = row["tools"]
-    return converted
 
 
 def template_ready(row: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,10 @@ from timing import Command
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))  # the package's stdlib-only sample data, from the tools venv
+
+from speculators_qwen_compat.demo.sample_data import from_sharegpt  # noqa: E402
+
 SWITCH = "SPECULATORS_QWEN_COMPAT"
 
 DESCRIPTION = """## The commands
@@ -290,21 +294,6 @@ def output_size(setup: Setup, release: str, name: str) -> tuple[int, int, int]:
 
 
 PEER = "specforge-0.2.0"  # tools/build_venv.sh specforge: SpecForge's own environment
-ROLES = {"human": "user", "gpt": "assistant", "system": "system", "tool": "tool"}
-
-
-def _openai_row(sharegpt: dict[str, Any]) -> dict[str, Any]:
-    """A ShareGPT row of make_data.py in the form SpecForge's data path reads: OpenAI turns
-    under ``conversations`` (tool-call arguments stay JSON strings), ``tools`` beside them."""
-    turns = []
-    for turn in sharegpt["conversations"]:
-        out = {"role": ROLES[turn["from"]], "content": turn["value"]}
-        out.update({k: v for k, v in turn.items() if k not in ("from", "value")})
-        turns.append(out)
-    row: dict[str, Any] = {"conversations": turns}
-    if "tools" in sharegpt:
-        row["tools"] = sharegpt["tools"]
-    return row
 
 
 def peer_data(setup: Setup, name: str) -> None:
@@ -314,7 +303,7 @@ def peer_data(setup: Setup, name: str) -> None:
         setup.peer_data(name).open("w", encoding="utf-8") as dst,
     ):
         for line in src:
-            dst.write(json.dumps(_openai_row(json.loads(line)), ensure_ascii=False) + "\n")
+            dst.write(json.dumps(from_sharegpt(json.loads(line)), ensure_ascii=False) + "\n")
 
 
 #: One bad row each: a turn the Qwen3.6 template rejects (a system message after the first

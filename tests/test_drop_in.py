@@ -64,6 +64,8 @@ def test_users_script_and_map_workers(qwen36_dir: Path, tmp_path: Path, method: 
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert int(fixed.stdout.split("ROWS")[1].split()[0]) > 0
     assert "skipped 4 of 16 conversations" in fixed.stderr
+    if method == "spawn":
+        return  # upstream's own failure on this data is the same under fork (below)
     off = _run(args, **FIXES_OFF)
     assert off.returncode != 0  # upstream as installed dies on this data
     assert "Traceback" in off.stderr
@@ -89,6 +91,9 @@ def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
     assert "No samples remain after preprocessing" in off.stderr
 
 
+# once, on the newest release: the .pth and the environment reach ranks and their children
+# the same way whichever release is installed (each release's fixes: test_activation.py)
+@pytest.mark.pure
 def test_torchrun_ranks_and_their_children() -> None:
     probe = program("rank_probe")
     torchrun = [console_script("torchrun"), "--standalone", "--nproc_per_node=2"]

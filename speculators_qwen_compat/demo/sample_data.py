@@ -4,7 +4,8 @@
 agentic training sets hold: multi-turn, system prompts, reasoning, tool calls whose arguments are
 JSON strings, text-part lists, non-ASCII text. ``rejected_conversations`` yields rows a strict
 Qwen3.6-style template refuses, each with the reason the skip report must give.
-``to_sharegpt`` writes a conversation in ShareGPT form (``from``/``value``).
+``to_sharegpt`` writes a conversation in ShareGPT form (``from``/``value``), ``from_sharegpt``
+reads it back.
 """
 
 from __future__ import annotations
@@ -104,15 +105,32 @@ def rejected_conversations() -> Iterator[tuple[str, dict[str, Any]]]:
     )
 
 
+#: OpenAI role -> ShareGPT ``from``
+SHAREGPT_NAMES = {"user": "human", "assistant": "gpt", "system": "system", "tool": "tool"}
+
+
 def to_sharegpt(row: dict[str, Any]) -> dict[str, Any]:
     """The same conversation as ShareGPT ``conversations`` with ``from``/``value`` turns."""
-    names = {"user": "human", "assistant": "gpt", "system": "system", "tool": "tool"}
-    turns = []
-    for turn in row["messages"]:
-        out = {"from": names[turn["role"]], "value": turn.get("content")}
-        out.update({k: v for k, v in turn.items() if k not in ("role", "content")})
-        turns.append(out)
-    converted: dict[str, Any] = {"conversations": turns}
+    return _renamed(row["messages"], "role", "content", SHAREGPT_NAMES, "from", "value", row)
+
+
+def from_sharegpt(row: dict[str, Any]) -> dict[str, Any]:
+    """``to_sharegpt``'s inverse, kept under ``conversations``: OpenAI ``role``/``content``
+    turns (tool-call arguments stay JSON strings), ``tools`` beside them."""
+    roles = {name: role for role, name in SHAREGPT_NAMES.items()}
+    return _renamed(row["conversations"], "from", "value", roles, "role", "content", row)
+
+
+def _renamed(
+    turns: list[dict[str, Any]], who: str, what: str, names: dict[str, str], new_who: str,
+    new_what: str, row: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    out = []
+    for turn in turns:
+        renamed = {new_who: names[turn[who]], new_what: turn.get(what)}
+        renamed.update({k: v for k, v in turn.items() if k not in (who, what)})
+        out.append(renamed)
+    converted: dict[str, Any] = {"conversations": out}
     if "tools" in row:
         converted["tools"] = row["tools"]
     return converted

@@ -54,8 +54,8 @@ def cpu_model() -> str:
 
 
 def python_version(python: list[str]) -> str:
-    code = "import platform; print(platform.python_version())"
-    return subprocess.run([*python, "-c", code], capture_output=True, text=True).stdout.strip()
+    ran = subprocess.run([*python, "-V"], capture_output=True, text=True)  # "Python 3.11.9"
+    return ran.stdout.strip().removeprefix("Python ")
 
 
 def machine(python: list[str]) -> str:

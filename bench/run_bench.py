@@ -71,7 +71,7 @@ def memory_sizes(args: argparse.Namespace) -> list[int]:
 
 def prepare_inputs(setup: Setup, args: argparse.Namespace) -> None:
     print(f"== data: {args.conversations} mixed conversations, model {setup.model}", flush=True)
-    workloads.make_model(setup, OLD, args.vocab)
+    workloads.make_model(setup, args.vocab)
     workloads.make_data(setup, OLD, "mix", "mix", args.conversations)
     workloads.head(setup, "mix", "slice", args.slice)
     workloads.peer_data(setup, "slice")

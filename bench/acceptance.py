@@ -65,10 +65,11 @@ class Case:
 
 
 DFLASH = ("--block-size", "8", "--max-anchors", "32")
+EAGLE3 = ("--ttt-steps", "3")
 CASES = (
-    Case("EAGLE-3, dense Qwen3.5, 0.9.0", "0.9.0", "qwen3_5", "eagle3", 3, ("--ttt-steps", "3")),
-    Case("DFlash, MoE Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_moe", "dflash", 7, DFLASH),
-    Case("DFlash, MoE Qwen3.5, 0.8.1", "0.8.1", "qwen3_5_moe", "dflash", 7, DFLASH),
+    Case("EAGLE-3, dense Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_text", "eagle3", 3, EAGLE3),
+    Case("DFlash, MoE Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_moe_text", "dflash", 7, DFLASH),
+    Case("DFlash, MoE Qwen3.5, 0.8.1", "0.8.1", "qwen3_5_moe_text", "dflash", 7, DFLASH),
 )
 
 

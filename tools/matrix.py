@@ -252,8 +252,11 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         jobs.append(Job("vllm", "test", run, needs))
         if (ROOT / "tests" / "pipeline").is_dir():  # make test-pipeline's tests
             pipeline = [str(ROOT / "tests" / "pipeline")]
-            run = tests("pipeline", newest, "cpu", "not pure", pipeline, VLLM_READS)
-            jobs.append(Job("pipeline", "test", run, needs, 300))
+            # composite checkpoints are prepared on the vision venv (the processor path)
+            uses = (*VLLM_READS, "base-vision")
+            run = tests("pipeline", newest, "cpu", "not pure", pipeline, uses)
+            vision_venv = ("install:vision",) if vision else ()
+            jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))
     return jobs
 
 

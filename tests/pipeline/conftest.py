@@ -1,7 +1,8 @@
 """The pipeline tier's shared stages, one target model at a time (``make test-pipeline``).
 
 For each model kind (tests/pipeline/models.py) the session fixture ``stage`` builds the
-checkpoint, runs our prepare_data on the tool-call/reasoning data, starts one real vLLM with
+checkpoint, runs our prepare_data on the tool-call/reasoning data (a composite checkpoint's on the
+vision venv, through its AutoProcessor), starts one real vLLM with
 hidden-state extraction and runs upstream's ``speculators generate-offline-data`` against it.
 Every test of that kind reuses the server (offline generation, online training, doctor); it is
 stopped before the next kind's starts. Runs in the 0.9.0 release venv
@@ -24,12 +25,13 @@ import vllm_server
 from vllm_server import VllmServer
 
 from .data import conversations, write_jsonl
-from .models import KINDS, NUM_LAYERS, build_target
+from .models import COMPOSITE, HYBRID, KINDS, NUM_LAYERS, build_target
 
 #: What the server extracts: speculators' default EAGLE-3 layers for 8 layers, and the last.
 AUX_LAYERS = [2, NUM_LAYERS // 2, NUM_LAYERS - 3]
 LAYER_IDS = [*AUX_LAYERS, NUM_LAYERS]
 SEQ_LENGTH = 256
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -39,12 +41,25 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def run(*args: str, timeout: float = 600, **extra: str) -> subprocess.CompletedProcess:
-    """``python ARGS`` of this (0.9.0) venv in a subprocess."""
+def run(
+    *args: str, timeout: float = 600, python: tuple[str, ...] = (), **extra: str
+) -> subprocess.CompletedProcess:
+    """``python ARGS`` of this (0.9.0) venv in a subprocess (or of ``python``)."""
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=env(**extra),
-        timeout=timeout,
+        [*(python or (sys.executable,)), *args], capture_output=True, text=True,
+        env=env(**extra), timeout=timeout,
     )  # fmt: skip
+
+
+def prepare_python(kind: str) -> tuple[str, ...]:
+    """The Python prepare_data runs in: for a composite checkpoint, this checkout's vision venv
+    (torch 2.14.1 + torchvision), where the release loads the checkpoint's AutoProcessor
+    (Qwen3VLProcessor) as users' venvs do; else this venv."""
+    if kind not in COMPOSITE:
+        return ()
+    from importlib.metadata import version
+
+    return (str(ROOT / "tools" / "release_python.sh"), version("speculators"), "vision")
 
 
 def cpu_training_env() -> dict[str, str]:
@@ -79,13 +94,13 @@ def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     result = run(
         "-m", "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
         "--output", str(prepared), "--seq-length", str(SEQ_LENGTH),
-        "--num-preprocessing-workers", "1",
+        "--num-preprocessing-workers", "1", python=prepare_python(kind),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     online = work / "online"
     shutil.copytree(prepared, online)
     server = vllm_server.serve_hidden_states(
-        model, LAYER_IDS, work / "vllm-out", hybrid=kind == "qwen3_5"
+        model, LAYER_IDS, work / "vllm-out", hybrid=kind in HYBRID
     )
     _running.append(server)
     try:

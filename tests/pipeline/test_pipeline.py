@@ -1,5 +1,6 @@
 """prepare_data -> a real vLLM's hidden states -> one training step, for a tiny Qwen3 (control)
-and a tiny Qwen3.5 hybrid (Gated DeltaNet + attention), on CPU.
+and tiny Qwen3.5 hybrids (Gated DeltaNet + attention) as Qwen3.6 ships them, dense and MoE
+(composite ``Qwen3_5ForConditionalGeneration`` / ``Qwen3_5MoeForConditionalGeneration``), on CPU.
 
 Oracles are not ours: transformers' own forward pass of the same checkpoint (the hidden states
 vLLM extracted, and the verifier's final hidden state the drafter's ``verifier_norm`` must
@@ -15,7 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import AUX_LAYERS, LAYER_IDS, NUM_LAYERS, SEQ_LENGTH, Stage, cpu_training_env, run
+from .conftest import (
+    AUX_LAYERS,
+    LAYER_IDS,
+    NUM_LAYERS,
+    SEQ_LENGTH,
+    Stage,
+    cpu_training_env,
+    run,
+)
+from .models import MOE
 
 HERE = Path(__file__).resolve().parent
 
@@ -27,12 +37,16 @@ MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream woul
 def transformers_states(model: Path, ids: tuple[int, ...]) -> dict[str, object]:
     """transformers' own forward of ``model`` in float32: every layer's output, the pre-norm
     last layer (the input of the final norm) and the final hidden state (after it)."""
+    import tiny_checkpoints as tiny
     import torch
-    from transformers import AutoModelForCausalLM
+    import transformers
 
-    verifier = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.float32).eval()
+    # the checkpoint's own class (a composite Qwen3.5 is not an AutoModelForCausalLM)
+    architecture = json.loads((model / "config.json").read_text())["architectures"][0]
+    verifier_class = getattr(transformers, architecture)
+    verifier = verifier_class.from_pretrained(str(model), dtype=torch.float32).eval()
     captured: dict[str, torch.Tensor] = {}
-    verifier.model.norm.register_forward_pre_hook(
+    tiny.final_norm(verifier).register_forward_pre_hook(
         lambda module, args: captured.__setitem__("pre_norm", args[0][0])
     )
     with torch.no_grad():
@@ -91,7 +105,6 @@ def test_generate_offline_data_validates(stage: Stage) -> None:
 def test_hidden_states_are_the_layers_asked_for(stage: Stage) -> None:
     """Each extracted slot is closest to exactly the transformers layer it was asked for (the
     last one: the pre-norm output of the last decoder layer), and close in absolute terms."""
-    import torch
     from safetensors.torch import load_file
 
     for path in hidden_state_files(stage)[:3]:
@@ -104,10 +117,26 @@ def test_hidden_states_are_the_layers_asked_for(stage: Stage) -> None:
             got = states[:, slot]
             errors = [float((got - ref).abs().max()) for ref in reference]
             assert min(range(len(errors)), key=errors.__getitem__) == layer, (layer, errors)
-            scale = float(reference[layer].abs().max())
-            assert errors[layer] <= 0.02 * scale, (layer, errors[layer], scale)
-            cosine = torch.nn.functional.cosine_similarity(got, reference[layer], dim=-1)
-            assert float(cosine.min()) > 0.999, (layer, float(cosine.min()))
+            assert_close(got, reference[layer], stage.kind, layer)
+
+
+def assert_close(got, reference, kind: str, what: object) -> None:
+    """vLLM's bf16 rows against transformers' float32 rows: within 2% of the largest value and
+    cosine > 0.999 on every position; for a MoE target on at least 90% of them (a router
+    choosing between near-tied experts flips in bf16 on a few positions: measured 1-6% of
+    positions, cosine >= 0.95 there), with the median cosine > 0.9999."""
+    import torch
+
+    scale = float(reference.abs().max())
+    errors = (got - reference).abs().max(dim=-1).values
+    cosine = torch.nn.functional.cosine_similarity(got, reference, dim=-1)
+    if kind not in MOE:
+        assert float(errors.max()) <= 0.02 * scale, (what, float(errors.max()), scale)
+        assert float(cosine.min()) > 0.999, (what, float(cosine.min()))
+        return
+    within = float((errors <= 0.02 * scale).float().mean())
+    assert within >= 0.9, (what, within)
+    assert float(cosine.median()) > 0.9999 and float(cosine.min()) > 0.95, (what, cosine)
 
 
 @pytest.mark.parametrize("drafter", DRAFTERS)
@@ -122,7 +151,6 @@ def test_verifier_norm_gives_the_final_hidden_state(stage: Stage) -> None:
     """Each offline drafter's verifier_norm (loaded from its checkpoint, fixes on) applied to
     the extracted last layer gives transformers' final hidden state (after the verifier's own
     final norm). One subprocess for both drafters."""
-    import torch
     from safetensors.torch import load_file
 
     states = hidden_state_files(stage)[0]
@@ -139,10 +167,7 @@ def test_verifier_norm_gives_the_final_hidden_state(stage: Stage) -> None:
     final = transformers_states(stage.model, ids)["final"]
     for drafter, (_, out) in zip(DRAFTERS, pairs, strict=True):
         normed = load_file(str(out))["normed"]
-        error = float((normed - final).abs().max())
-        assert error <= 0.02 * float(final.abs().max()), (drafter, check.stdout, error)
-        cosine = torch.nn.functional.cosine_similarity(normed, final, dim=-1)
-        assert float(cosine.min()) > 0.999, (drafter, check.stdout)
+        assert_close(normed, final, stage.kind, (drafter, check.stdout))
 
 
 @pytest.mark.parametrize("drafter", DRAFTERS)

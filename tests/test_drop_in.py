@@ -107,15 +107,15 @@ def test_torchrun_ranks_and_their_children() -> None:
 
 
 def test_train_entry_point_reaches_the_trainer(tmp_path: Path) -> None:
-    result = _run([sys.executable, "-m", "speculators_qwen_compat.train", "--help"])
-    if RENDERS:
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert "--verifier-name-or-path" in result.stdout and "--dry-run" in result.stdout
+    if RENDERS:  # 0.8+ ship the trainer: each torchrun rank reaches it and prints its help
         torchrun = _run([console_script("torchrun"), "--standalone", "--nproc_per_node=2", "-m",
                          "speculators_qwen_compat.train", "--help"])  # fmt: skip
         assert torchrun.returncode == 0, torchrun.stderr[-3000:]
         assert torchrun.stdout.count("usage: ") == 2  # one help per rank
+        assert torchrun.stdout.count("--verifier-name-or-path") >= 2, torchrun.stdout[-3000:]
+        assert torchrun.stdout.count("--dry-run") >= 2, torchrun.stdout[-3000:]
     else:
+        result = _run([sys.executable, "-m", "speculators_qwen_compat.train", "--help"])
         assert result.returncode == 1
         assert "ships no trainer in its wheel" in result.stderr.splitlines()[-1]
     # <= 0.7 users name the checkout's script; any script gets the fixes the same way.

@@ -16,19 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from speculators_qwen_compat.demo.sample_data import WEATHER_TOOL
+
 NOTHING = "nothing to supervise (no assistant turn after a user turn, or none inside --seq-length)"
 WEIGHT_ZERO = "nothing to supervise: every assistant turn has weight 0"
 
-WEATHER = {
-    "name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
-OPENAI_WEATHER = {"type": "function", "function": WEATHER}
+OPENAI_WEATHER = WEATHER_TOOL
+WEATHER = WEATHER_TOOL["function"]
 CLOCK = {
     "name": "get_time",
     "description": "The time now",

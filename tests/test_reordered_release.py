@@ -6,13 +6,12 @@ sources are right); it never reads another parameter's value."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 from conftest import good_rows, read_report, rejected_rows, run_prepare, write_dataset
+from simulated_release import first_on_path, make_site
 
 from speculators_qwen_compat.core.fix import APPLIED, NOT_APPLICABLE
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
@@ -36,22 +35,7 @@ REORDERINGS = {
 }  # fmt: skip
 
 
-def _first_on_path(site: Path) -> str:
-    """The simulated release first; the rest of PYTHONPATH (the release's folder holding
-    transformers and datasets, see tools/release_python.sh) stays behind it."""
-    rest = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join(p for p in (str(site), rest) if p)
-
-
-@pytest.fixture(scope="module")
-def reordered_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import speculators
-
-    site = tmp_path_factory.mktemp("site")
-    package = site / "speculators"
-    shutil.copytree(Path(speculators.__file__).parent, package)
-    preprocessing = package / "data_generation" / "preprocessing.py"
-    source = preprocessing.read_text()
+def _reordered(source: str) -> str:
     if "def _render_conversation_rows(" in source:
         edits = REORDERINGS["render era"]
     else:
@@ -70,13 +54,12 @@ def reordered_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for old, new in edits:
         assert source.count(old) == 1, old
         source = source.replace(old, new)
-    preprocessing.write_text(source)
-    dist_info = site / f"speculators-{SIMULATED}.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: speculators\nVersion: {SIMULATED}\n"
-    )
-    return site
+    return source
+
+
+@pytest.fixture(scope="module")
+def reordered_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_site(tmp_path_factory.mktemp("site"), SIMULATED, _reordered)
 
 
 def test_reordered_parameters_never_give_wrong_values(
@@ -89,7 +72,7 @@ def test_reordered_parameters_never_give_wrong_values(
     result = run_prepare(
         "--model", str(qwen36_dir), "--data", str(data), "--output", str(output),
         "--seq-length", "512", "--num-preprocessing-workers", "1",
-        PYTHONPATH=_first_on_path(reordered_site),
+        PYTHONPATH=first_on_path(reordered_site),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     report = read_report(output)

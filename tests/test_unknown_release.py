@@ -5,13 +5,12 @@ reports not-applicable, nothing raises, and prepare_data still does its job."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import PACKAGE_MAIN, good_rows, prepare_args, read_report, run_batch, write_dataset
+from simulated_release import first_on_path, make_site
 
 from speculators_qwen_compat.core.fix import APPLIED, FAILED, NOT_APPLICABLE
 
@@ -19,30 +18,13 @@ SIMULATED = "0.99.0"
 RENAMED = "_normalize_conversation"
 
 
-def _first_on_path(site: Path) -> str:
-    """The simulated release first; the rest of PYTHONPATH (the release's folder holding
-    transformers and datasets, see tools/release_python.sh) stays behind it."""
-    rest = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join(p for p in (str(site), rest) if p)
-
-
 @pytest.fixture(scope="module")
 def simulated_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import speculators
+    def renamed(source: str) -> str:
+        assert RENAMED in source
+        return source.replace(RENAMED, "_normalise_turns_v2")
 
-    site = tmp_path_factory.mktemp("site")
-    package = site / "speculators"
-    shutil.copytree(Path(speculators.__file__).parent, package)
-    preprocessing = package / "data_generation" / "preprocessing.py"
-    source = preprocessing.read_text()
-    assert RENAMED in source
-    preprocessing.write_text(source.replace(RENAMED, "_normalise_turns_v2"))
-    dist_info = site / f"speculators-{SIMULATED}.dist-info"
-    dist_info.mkdir()
-    (dist_info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: speculators\nVersion: {SIMULATED}\n"
-    )
-    return site
+    return make_site(tmp_path_factory.mktemp("site"), SIMULATED, renamed)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +41,7 @@ def runs(
         "prepare": prepare_args(qwen36_dir, output, data, workers=1),
     }
     results = run_batch(
-        work / "logs", cases, {"status": PACKAGE_MAIN}, PYTHONPATH=_first_on_path(simulated_site)
+        work / "logs", cases, {"status": PACKAGE_MAIN}, PYTHONPATH=first_on_path(simulated_site)
     )
     return {"output": output, **results}
 

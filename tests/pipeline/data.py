@@ -7,18 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
+from speculators_qwen_compat.demo.sample_data import WEATHER_TOOL
 
 
 def conversations(count: int = 8) -> list[dict[str, Any]]:

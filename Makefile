@@ -85,9 +85,9 @@ test-quick:
 	$(MATRIX) --quick -- $(PYTEST_ARGS)
 
 # prepare_data -> a real vLLM (.venvs/vllm) extracting hidden states -> generate-offline-data ->
-# one EAGLE-3 and one DFlash step, offline and online, for a tiny Qwen3 and tiny Qwen3.6-class
-# composite checkpoints, dense and MoE (tests/pipeline; speculators 0.9.0; prepare_data of the
-# composite ones on the vision venv: the processor path). One vLLM server at a time on 127.0.0.1.
+# one EAGLE-3 and one DFlash step, offline and online, for tiny Qwen3.6-class composite
+# checkpoints, dense and MoE (tests/pipeline; speculators 0.9.0; prepare_data on the vision venv:
+# the processor path). One vLLM server at a time on 127.0.0.1.
 test-pipeline: install install-vision release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 USES_ENVS="vllm vllm-torchvision" tools/release_python.sh 0.9.0 -P -m pytest \
 		-q -p no:cacheprovider $(PYTEST_ARGS) tests/pipeline

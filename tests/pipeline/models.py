@@ -1,12 +1,12 @@
 """The pipeline tier's target checkpoints: tests/tiny_checkpoints.py at the sizes vLLM's CPU
 kernels accept (``VLLM``), saved in bf16 as vLLM serves them.
 
-Kinds (``KINDS``, one pipeline stage each): ``qwen3`` (the ``x*w`` control, Qwen3ForCausalLM),
-``qwen3_5`` and ``qwen3_5_moe`` (the Qwen3.6-27B and -35B-A3B classes:
-``Qwen3_5ForConditionalGeneration`` / ``Qwen3_5MoeForConditionalGeneration``, composite config,
-weights under ``model.language_model.*``, processor files beside them). ``qwen3_5_text`` and
-``qwen3_5_moe_text``: the text-only ``Qwen3_5ForCausalLM`` pair (the acceptance bench's
-verifiers).
+Kinds (``KINDS``, one pipeline stage each): ``qwen3_5`` and ``qwen3_5_moe``, the Qwen3.6-27B and
+-35B-A3B classes (``Qwen3_5ForConditionalGeneration`` / ``Qwen3_5MoeForConditionalGeneration``,
+composite config, weights under ``model.language_model.*``, processor files beside them). Also
+built: ``qwen3`` (an ``x*w`` Qwen3ForCausalLM; the ``x*w`` controls of the training fixes run
+per release in tests/test_training_fixes.py) and ``qwen3_5_text`` / ``qwen3_5_moe_text``, the
+text-only ``Qwen3_5ForCausalLM`` pair (the acceptance bench's verifiers).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import tiny_checkpoints as tiny
 
 NUM_LAYERS = tiny.VLLM.layers
-KINDS = ("qwen3", "qwen3_5", "qwen3_5_moe")
+KINDS = ("qwen3_5", "qwen3_5_moe")
 #: pipeline kind -> tiny_checkpoints kind
 TINY_KIND = {
     "qwen3": "qwen3",

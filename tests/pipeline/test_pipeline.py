@@ -1,6 +1,6 @@
-"""prepare_data -> a real vLLM's hidden states -> one training step, for a tiny Qwen3 (control)
-and tiny Qwen3.5 hybrids (Gated DeltaNet + attention) as Qwen3.6 ships them, dense and MoE
-(composite ``Qwen3_5ForConditionalGeneration`` / ``Qwen3_5MoeForConditionalGeneration``), on CPU.
+"""prepare_data -> a real vLLM's hidden states -> one training step, for tiny Qwen3.5 hybrids
+(Gated DeltaNet + attention) as Qwen3.6 ships them, dense and MoE (composite
+``Qwen3_5ForConditionalGeneration`` / ``Qwen3_5MoeForConditionalGeneration``), on CPU.
 
 Oracles are not ours: transformers' own forward pass of the same checkpoint (the hidden states
 vLLM extracted, and the verifier's final hidden state the drafter's ``verifier_norm`` must

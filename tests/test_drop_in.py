@@ -108,19 +108,20 @@ def test_torchrun_ranks_and_their_children() -> None:
         assert lines == ["RANK 0 patched=True child=True", "RANK 1 patched=True child=True"]
 
 
-def test_train_entry_point_reaches_the_trainer(tmp_path: Path) -> None:
-    if RENDERS:  # 0.8+ ship the trainer: each torchrun rank reaches it and prints its help
-        torchrun = _run([console_script("torchrun"), "--standalone", "--nproc_per_node=2", "-m",
-                         "speculators_qwen_compat.train", "--help"])  # fmt: skip
-        assert torchrun.returncode == 0, torchrun.stderr[-3000:]
-        assert torchrun.stdout.count("usage: ") == 2  # one help per rank
-        assert torchrun.stdout.count("--verifier-name-or-path") >= 2, torchrun.stdout[-3000:]
-        assert torchrun.stdout.count("--dry-run") >= 2, torchrun.stdout[-3000:]
+def test_train_entry_point_reaches_the_trainer() -> None:
+    result = _run([sys.executable, "-m", "speculators_qwen_compat.train", "--help"])
+    if RENDERS:  # 0.8+ ship the trainer (under torchrun: test_training_fixes.py, 0.9)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "--verifier-name-or-path" in result.stdout and "--dry-run" in result.stdout
     else:
-        result = _run([sys.executable, "-m", "speculators_qwen_compat.train", "--help"])
         assert result.returncode == 1
         assert "ships no trainer in its wheel" in result.stderr.splitlines()[-1]
-    # <= 0.7 users name the checkout's script; any script gets the fixes the same way.
+
+
+# once, on the newest release: finding the script is our code alone, whichever release is there
+@pytest.mark.pure
+def test_train_entry_point_runs_a_named_script(tmp_path: Path) -> None:
+    """<= 0.7 users name the checkout's script; any script gets the fixes the same way."""
     script = tmp_path / "scripts" / "train.py"  # where SPECULATORS_REPO's script is looked up
     script.parent.mkdir()
     shutil.copyfile(program("train_script"), script)

@@ -31,6 +31,7 @@ build/parts/<part>.log.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -64,16 +65,11 @@ READS = ("vocab",)
 VLLM_READS = ("vocab", "vllm", "vllm-torchvision")
 
 
+@functools.cache
 def venvs() -> Path:
-    """The environments' folder (tools/build_venv.sh makes the .venvs link when missing)."""
-    if os.environ.get("VENVS"):
-        return Path(os.environ["VENVS"])
-    return ROOT / ".venvs"
-
-
-def environments_folder() -> Path:
-    """The environments' real folder, the .venvs link made first when missing (``build_venv.sh
-    where``): a fresh clone reads the part times earlier clones recorded there."""
+    """The environments' real folder: ``tools/build_venv.sh where`` ($VENVS, or the checkout's
+    .venvs link, made first when missing), so a fresh clone reads the part times earlier clones
+    recorded there and every path here is the one the builds use."""
     where = subprocess.run([str(ROOT / "tools" / "build_venv.sh"), "where"], check=True,
                            capture_output=True, text=True)  # fmt: skip
     return Path(where.stdout.strip().splitlines()[-1])
@@ -193,8 +189,7 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
 
     builder("build:tools", [build, "tools"], guess=20)
     # lint and the wheel read the tools venv: its lock shared (tools/env_lock.sh) while they run
-    if venvs().is_dir():  # (on a fresh clone build:tools makes it, before lint and the wheel)
-        (venvs() / ".locks").mkdir(exist_ok=True)
+    (venvs() / ".locks").mkdir(exist_ok=True)  # (build_venv.sh where made the folder)
     reads_tools = ["flock", "-s", str(venvs() / ".locks" / "tools.lock")]
     ruff = f'"{venvs()}/tools/bin/ruff"'
     lint = f"{ruff} check {LINTED} && {ruff} format --check {LINTED}"
@@ -334,7 +329,7 @@ def main(argv: list[str]) -> int:
     outcomes = run_jobs(
         jobs,
         {"test": args.jobs, "build": args.build_jobs},
-        None if args.prebuilt else environments_folder() / ".timings.json",
+        None if args.prebuilt else venvs() / ".timings.json",
         progress,
     )
     by_name = {o.name: o for o in outcomes}

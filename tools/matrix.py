@@ -331,6 +331,8 @@ def main(argv: list[str]) -> int:
         {"test": args.jobs, "build": args.build_jobs},
         None if args.prebuilt else venvs() / ".timings.json",
         progress,
+        # a run narrowed by pytest arguments (-k, paths) times a part of the parts: not recorded
+        record=not pytest_args,
     )
     by_name = {o.name: o for o in outcomes}
     total = time.monotonic() - started

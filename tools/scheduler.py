@@ -66,6 +66,7 @@ def run_jobs(
     slots: dict[str, int],
     timings_file: Path | None = None,
     on_done: Callable[[Outcome], None] | None = None,
+    record: bool = True,
 ) -> list[Outcome]:
     """Run every job once its needs passed; returns outcomes in the order they finished."""
     by_name = {job.name: job for job in jobs}
@@ -125,7 +126,7 @@ def run_jobs(
                     threading.Thread(target=work, args=(job, started), daemon=True).start()
             if len(done) < len(jobs):
                 lock.wait(timeout=5)
-    if timings_file is not None:
+    if timings_file is not None and record:
         for o in order:
             # a failed part's time is a floor (it may have stopped early): kept when longer
             if o.ok or (o.ok is False and o.seconds > timings.get(o.name, 0.0)):

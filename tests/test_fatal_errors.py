@@ -7,6 +7,8 @@ start-up and imports once, not thirteen times; each test checks its own cases.""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,11 @@ from conftest import (
     read_report,
     rejected_rows,
     run_batch,
+    run_program,
     write_dataset,
 )
+
+from speculators_qwen_compat.cli.worker_sockets import MANAGER_SUFFIX, SOCKET_PATH_LIMIT
 
 PREFIX = "speculators_qwen_compat: error: "
 
@@ -144,3 +149,38 @@ def test_overwrite_refuses_to_delete_other_files(qwen36_dir: Path, tmp_path: Pat
     rerun = results["rerun"]
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert read_report(output)["rows_out"] > 0
+
+
+def _folder_of_length(parent: Path, length: int) -> Path:
+    """An existing folder under ``parent`` whose path is ``length`` bytes long."""
+    folder = parent / ("d" * (length - len(str(parent)) - 1))
+    folder.mkdir()
+    assert len(str(folder)) == length
+    return folder
+
+
+@pytest.mark.pure  # the same check on every release
+def test_a_temporary_folder_too_long_for_the_workers_socket(
+    qwen36_dir: Path, tmp_path: Path
+) -> None:
+    """The limit is the real library's (a multiprocess manager, as datasets' map starts one,
+    starts in a folder of the limit's length and dies one byte past it), and a run in a longer
+    folder ends with one line naming the fix, not the bare EOFError the map would raise."""
+    room = SOCKET_PATH_LIMIT - MANAGER_SUFFIX
+    short = Path(tempfile.mkdtemp(prefix="sqc-"))  # tmp_path itself may be too deep already
+    try:
+        fits, too_long = _folder_of_length(short, room), _folder_of_length(short, room + 1)
+        assert run_program("start_manager", TMPDIR=str(fits)).stdout.strip() == "started"
+        died = run_program("start_manager", TMPDIR=str(too_long))
+        assert died.returncode != 0 and "AF_UNIX path too long" in died.stderr, died.stderr
+        data = write_dataset(tmp_path / "d.jsonl", good_rows(2))
+        output = tmp_path / "out"
+        ran = run_batch(
+            tmp_path / "logs", {"deep": _args(qwen36_dir, data, output)}, TMPDIR=str(too_long)
+        )["deep"]
+    finally:
+        shutil.rmtree(short)
+    message = _fatal(ran)
+    assert message.startswith(f"the temporary folder {too_long} is too long"), message
+    assert "TMPDIR=/tmp" in message and "Traceback" not in ran.stderr
+    assert not output.exists()

@@ -36,6 +36,7 @@ from speculators_qwen_compat.cli.support import (
     log_to_stderr,
     run_main,
 )
+from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.ledger import REPORT_NAME
 from speculators_qwen_compat.data.quality import STRICT_ENV
@@ -97,6 +98,8 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
 
     run_report.announce = False  # the summary is this command's last line
     wants_help = "-h" in rest or "--help" in rest
+    if not wants_help:
+        check_temp_folder()
     if has_module(CLI_PREPARE_DATA):
         code, staged = _run_typer_command(rest, wants_help)
     else:

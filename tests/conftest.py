@@ -141,17 +141,20 @@ def run_program(
 
 
 @pytest.fixture(scope="session", params=STYLES)
-def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny tokenizer with a Qwen3.6-style (thinking on) or Qwen3.5-style template (the
-    Qwen3.6 one is ``qwen36_dir``: one folder per session, so runs on it can be shared)."""
-    if request.param == "qwen36":
-        return request.getfixturevalue("qwen36_dir")
-    return demo.write_model(tmp_path_factory.mktemp(request.param), request.param)
+def model_dir(request: pytest.FixtureRequest) -> Path:
+    """The tiny tokenizer with a Qwen3.6-style (thinking on) or Qwen3.5-style template: the
+    session's ``qwen36_dir`` or ``qwen35_dir`` (one folder per style, so runs can be shared)."""
+    return request.getfixturevalue(f"{request.param}_dir")
 
 
 @pytest.fixture(scope="session")
 def qwen36_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return demo.write_model(tmp_path_factory.mktemp("qwen36"), "qwen36")
+
+
+@pytest.fixture(scope="session")
+def qwen35_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo.write_model(tmp_path_factory.mktemp("qwen35"), "qwen35")
 
 
 def good_rows(count: int = 24, seed: int = 3) -> list[dict[str, Any]]:

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import (
     good_rows,
     last_line,
-    prepare,
+    prepare_args,
     read_report,
     rejected_rows,
-    run_program,
+    run_batch,
     write_dataset,
 )
 from programs.inject_tokenizer_bug import MARK as BUG_MARK
@@ -30,14 +32,28 @@ def _short(answer: str) -> dict:
                          {"role": "assistant", "content": answer}]}  # fmt: skip
 
 
-def test_conversations_in_is_kept_plus_skipped(qwen36_dir: Path, tmp_path: Path) -> None:
-    good = good_rows(8)
-    rows = good + [row for _, row in rejected_rows()] + [_short("Y"), _short("N")]
-    data = write_dataset(tmp_path / "d.jsonl", rows)
-    output = tmp_path / "out"
-    result = prepare(
-        qwen36_dir, output, data, extra=("--minimum-valid-tokens", str(MINIMUM)), workers=1
-    )
+@pytest.fixture(scope="module")
+def runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Both runs in one interpreter (conftest.run_batch), the injected bug's last (it stays
+    injected): name -> (rows, data file, output folder, result)."""
+    work = tmp_path_factory.mktemp("accounting")
+    counted = good_rows(8) + [row for _, row in rejected_rows()] + [_short("Y"), _short("N")]
+    bugs = good_rows(4) + [_short(f"{BUG_MARK} {n}") for n in range(4)]
+    places = {}
+    cases = {}
+    for name, rows, extra in (
+        ("counted", counted, ("--minimum-valid-tokens", str(MINIMUM))),
+        ("bug", bugs, ("--debug",)),
+    ):
+        data = write_dataset(work / f"{name}.jsonl", rows)
+        places[name] = (rows, data, work / f"out-{name}")
+        cases[name] = prepare_args(qwen36_dir, places[name][2], data, extra=extra, workers=1)
+    results = run_batch(work / "logs", cases, {"bug": "inject_tokenizer_bug"})
+    return {name: (*places[name], results[name]) for name in places}
+
+
+def test_conversations_in_is_kept_plus_skipped(runs: dict[str, Any]) -> None:
+    rows, data, output, result = runs["counted"]
     assert result.returncode == 0, result.stderr[-3000:]
     report = read_report(output)
     assert report["conversations_in"] == len(rows)
@@ -51,15 +67,8 @@ def test_conversations_in_is_kept_plus_skipped(qwen36_dir: Path, tmp_path: Path)
     assert UPSTREAM_ROW_ERROR not in result.stderr  # folded into the summary line
 
 
-def test_a_bug_is_not_a_skipped_row(qwen36_dir: Path, tmp_path: Path) -> None:
-    good = good_rows(4)
-    bugs = [_short(f"{BUG_MARK} {n}") for n in range(4)]
-    data = write_dataset(tmp_path / "d.jsonl", good + bugs)
-    result = run_program(
-        "inject_tokenizer_bug", "--model", str(qwen36_dir), "--data", str(data),
-        "--output", str(tmp_path / "out"), "--seq-length", "512",
-        "--num-preprocessing-workers", "1", "--debug",
-    )  # fmt: skip
+def test_a_bug_is_not_a_skipped_row(runs: dict[str, Any]) -> None:
+    _, data, _, result = runs["bug"]
     assert result.returncode == 1, result.stderr[-3000:]
     assert last_line(result.stderr).startswith(
         "speculators_qwen_compat: error: 4 of 8 conversations failed with an error that is "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from conftest import (
     RENDERS,
     REPORT_NAME,
     last_line,
-    prepare,
     prepare_args,
     read_report,
     run_batch,
@@ -84,22 +82,26 @@ def _check_conversation(name: str, expect: Kept, rows: list[tuple[str, str]]) ->
     return wrong
 
 
-def test_formats_in_one_run(qwen36_dir: Path, tmp_path: Path) -> None:
+def _formats_folder(tmp_path: Path) -> Path:
+    """Every format of the corpus and the quality files, one folder."""
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    for fmt in formats(RENDERS):
+        write_format(folder, fmt)
+    for name, (rows, _) in quality_files().items():
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_formats_in_one_run(qwen36_dir: Path, short_runs: dict[str, Any]) -> None:
     from transformers import AutoTokenizer
 
-    started = time.monotonic()
     cases = formats(RENDERS)
     assert len(cases) >= 30
-    folder = tmp_path / "data"
-    folder.mkdir()
-    for fmt in cases:
-        write_format(folder, fmt)
     quality = quality_files()
-    for name, (rows, _) in quality.items():
-        (folder / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    output = tmp_path / "out"
-
-    result = prepare(qwen36_dir, output, folder, extra=ALPACA, seq_length=SEQ)
+    folder = short_runs["paths"]["formats"]
+    output = short_runs["paths"]["tmp"] / "formats-out"
+    result = short_runs["formats"]
     assert result.returncode == 0, result.stderr[-3000:]
     report = read_report(output)
 
@@ -165,13 +167,13 @@ def test_formats_in_one_run(qwen36_dir: Path, tmp_path: Path) -> None:
     assert report["columns"][str(folder / "alpaca.json")] == {"instruction+input->output": 2}
     assert report["columns"][str(folder / "turns_other_column.jsonl")] == {"dialog": 1}
     assert "conversations from column 'dialog' (1 rows)" in result.stderr
-    print(f"formats run: {time.monotonic() - started:.1f}s")
 
 
 @pytest.fixture(scope="module")
 def short_runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The short runs of the tests below (flat data, --strict-data, doctor, a bad
-    --unknown-roles) in one interpreter (conftest.run_batch): name -> result, and paths."""
+    """The runs of this module's tests (every format in one run, flat data, --strict-data,
+    doctor, a bad --unknown-roles) in one interpreter (conftest.run_batch): name -> result,
+    and paths."""
     tmp_path = tmp_path_factory.mktemp("short")
     # Open-Orca/OpenOrca card: id, system_prompt, question, response
     orca = tmp_path / "orca.jsonl"
@@ -187,7 +189,10 @@ def short_runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     for fmt in formats(RENDERS):
         if fmt.name in ("sharegpt_vicuna", "on_policy_model_roles"):
             write_format(folder, fmt)
+    formats_folder = _formats_folder(tmp_path)
     cases = {
+        "formats": prepare_args(qwen36_dir, tmp_path / "formats-out", formats_folder,
+                                extra=ALPACA, seq_length=SEQ),
         "orca": prepare_args(qwen36_dir, tmp_path / "o", orca),
         "strict": prepare_args(qwen36_dir, tmp_path / "s", placeholder, extra=("--strict-data",)),
         "doctor": ["doctor", "--model", str(qwen36_dir), "--data", str(folder),
@@ -195,7 +200,8 @@ def short_runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> di
         "bad_roles": ["--unknown-roles", "x"],
     }  # fmt: skip
     results = run_batch(tmp_path / "logs", cases, {"doctor": PACKAGE_MAIN})
-    return {"paths": {"tmp": tmp_path, "orca": orca, "folder": folder}, **results}
+    paths = {"tmp": tmp_path, "orca": orca, "folder": folder, "formats": formats_folder}
+    return {"paths": paths, **results}
 
 
 def test_flat_data_error_names_the_mapping_and_strict_data_is_fatal(

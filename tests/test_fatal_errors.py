@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import (
+    RENDERS,
     good_rows,
     last_line,
     prepare_args,
@@ -69,6 +70,7 @@ def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     empty = work / "e.jsonl"
     empty.write_text("")
     case("empty", *_args(qwen36_dir, empty, work / "o2"))
+    case("render_local", *_args(qwen36_dir, data, work / "o3", "--render-endpoint", "local"))
 
     results = run_batch(work / "logs", runs)
     return {"paths": paths, "results": results}
@@ -124,6 +126,15 @@ def test_a_file_of_garbage_and_an_empty_file(cases: dict) -> None:
     garbage = cases["paths"]["garbage"]
     assert _fatal(cases["results"]["garbage"]).startswith(f"{garbage}:1: ")
     assert "holds no rows" in _fatal(cases["results"]["empty"])
+
+
+def test_render_endpoint_only_where_upstream_renders(cases: dict) -> None:
+    result = cases["results"]["render_local"]
+    if RENDERS:
+        assert result.returncode == 0, result.stderr[-3000:]
+        return
+    assert result.returncode == 2  # <= 0.7 tokenize locally and have no such flag
+    assert "unrecognized arguments: --render-endpoint" in result.stderr
 
 
 def test_overwrite_refuses_to_delete_other_files(qwen36_dir: Path, tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Both formats, with rejected rows mixed in, on a Qwen3.6-style (thinking on) and a
 Qwen3.5-small-style (thinking off) template, through the seed's command line (one run per
-format and template, shared by the tests that check it): the run completes, every good
+format and template, shared by the tests that check it; the module's runs share one
+interpreter, conftest.run_batch): the run completes, every good
 conversation is in the output with the right mask, every rejected one is counted under the
 template's reason.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,50 +47,77 @@ class SeedRun:
     folder: Path
     rows: list[dict[str, Any]]
     good: list[dict[str, Any]]
-    result: subprocess.CompletedProcess
+    result: subprocess.CompletedProcess | None = None
 
     @property
     def output(self) -> Path:
         return self.folder / "tokenized"
 
 
-def _seed_run(model: Path, folder: Path, sharegpt: bool) -> SeedRun:
-    """The issue's command line, unchanged but for a local model and --seq-length 512, on data
-    with rejected rows mixed in, over a folder holding a stale dataset."""
+def _seed_case(folder: Path, sharegpt: bool) -> SeedRun:
+    """Data with rejected rows mixed in, over a folder holding a stale dataset."""
     good = good_rows(30)
     rows = good[:15] + [row for _, row in rejected_rows()] + good[15:]
-    data = write_dataset(folder / "all_prompts_sharegpt.jsonl", rows, sharegpt=sharegpt)
+    write_dataset(folder / "all_prompts_sharegpt.jsonl", rows, sharegpt=sharegpt)
     (folder / "tokenized").mkdir()
     (folder / "tokenized" / "data-00000-of-00001.arrow").write_bytes(b"stale")
-    result = run_prepare(
-        "--model", str(model), "--data", data.name, "--output", "tokenized",
+    return SeedRun(folder, rows, as_written(good, sharegpt))
+
+
+def _seed_args(model: Path) -> list[str]:
+    """The issue's command line, unchanged but for a local model and --seq-length 512."""
+    return [
+        "--model", str(model), "--data", "all_prompts_sharegpt.jsonl", "--output", "tokenized",
         "--max-samples", "800000", "--seq-length", "512",
         "--num-preprocessing-workers", "2", "--overwrite",
-        cwd=folder,
-    )  # fmt: skip
-    return SeedRun(folder, rows, as_written(good, sharegpt), result)
+    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def seed_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, bool], SeedRun]:
-    """``seed_runs(model, sharegpt)``: one seed-command-line run per (model, format) for the
-    module; the tests below check different things of the same run."""
-    runs: dict[tuple[str, bool], SeedRun] = {}
-
-    def get(model: Path, sharegpt: bool) -> SeedRun:
-        key = (str(model), sharegpt)
-        if key not in runs:
-            runs[key] = _seed_run(model, tmp_path_factory.mktemp("seed"), sharegpt)
-        return runs[key]
-
-    return get
+def runs(
+    qwen36_dir: Path, qwen35_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """Every run of this module in one interpreter (conftest.run_batch): the seed's command
+    line per template and format (in the data's folder, as the issue ran it), a file mixing
+    the formats row by row, and another conversation column. ``seed``: (model, sharegpt) ->
+    SeedRun; ``short``: name -> (the good rows as written, output folder, result)."""
+    work = tmp_path_factory.mktemp("e2e")
+    seeds: dict[tuple[str, bool], SeedRun] = {}
+    cases: dict[str, list[str]] = {}
+    cwd: dict[str, Path] = {}
+    for model in (qwen36_dir, qwen35_dir):
+        for sharegpt in (False, True):
+            name = f"seed-{model.name}-{'sharegpt' if sharegpt else 'openai'}"
+            seeds[(str(model), sharegpt)] = _seed_case(work / name, sharegpt)
+            cases[name], cwd[name] = _seed_args(model), work / name
+    good = good_rows(12)
+    mixed = work / "mixed.jsonl"
+    write_dataset(mixed, good[::2])
+    with mixed.open("a", encoding="utf-8") as fh:
+        fh.write(write_dataset(work / "sg.jsonl", good[1::2], sharegpt=True).read_text())
+    dialogue = [{"dialogue": row["messages"]} for row in good_rows(6)]
+    keyed = write_dataset(work / "d.jsonl", dialogue)
+    places = {
+        "mixed": (good[::2] + as_written(good[1::2], sharegpt=True), work / "out-mixed"),
+        "key": (dialogue, work / "out-key"),
+    }
+    cases["mixed"] = prepare_args(qwen36_dir, places["mixed"][1], mixed)
+    cases["key"] = prepare_args(qwen36_dir, places["key"][1], keyed,
+                                extra=("--conversations-key", "dialogue"), workers=1)  # fmt: skip
+    results = run_batch(work / "logs", cases, cwd=cwd)
+    for seed in seeds.values():
+        seed.result = results[seed.folder.name]
+    return {
+        "seed": seeds,
+        "short": {name: (*places[name], results[name]) for name in places},
+    }
 
 
 @pytest.mark.parametrize("sharegpt", [False, True], ids=["openai", "sharegpt"])
 def test_both_formats_with_rejected_rows(
-    model_dir: Path, seed_runs: Callable[[Path, bool], SeedRun], sharegpt: bool
+    model_dir: Path, runs: dict[str, Any], sharegpt: bool
 ) -> None:
-    run = seed_runs(model_dir, sharegpt)
+    run = runs["seed"][(str(model_dir), sharegpt)]
     result = run.result
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -109,12 +136,10 @@ def test_both_formats_with_rejected_rows(
 
 
 @pytest.mark.parametrize("sharegpt", [True, False], ids=["sharegpt", "openai"])
-def test_seed_command_line(
-    qwen36_dir: Path, seed_runs: Callable[[Path, bool], SeedRun], sharegpt: bool
-) -> None:
+def test_seed_command_line(qwen36_dir: Path, runs: dict[str, Any], sharegpt: bool) -> None:
     """The seed's command line (the run above, on the Qwen3.6-style template): the files
     upstream writes over the stale dataset, masks and counts."""
-    run = seed_runs(qwen36_dir, sharegpt)
+    run = runs["seed"][(str(qwen36_dir), sharegpt)]
     assert run.result.returncode == 0, run.result.stderr[-3000:]
     files = {p.name for p in run.output.iterdir()}
     assert {"dataset_info.json", "state.json", REPORT_NAME} <= files
@@ -126,40 +151,15 @@ def test_seed_command_line(
     assert read_report(run.output)["conversations_in"] == len(run.rows)
 
 
-@pytest.fixture(scope="module")
-def short_runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The runs of the two tests below in one interpreter (conftest.run_batch): name ->
-    (the good rows as written, output folder, result)."""
-    work = tmp_path_factory.mktemp("short")
-    good = good_rows(12)
-    mixed = work / "mixed.jsonl"
-    write_dataset(mixed, good[::2])
-    with mixed.open("a", encoding="utf-8") as fh:
-        fh.write(write_dataset(work / "sg.jsonl", good[1::2], sharegpt=True).read_text())
-    dialogue = [{"dialogue": row["messages"]} for row in good_rows(6)]
-    keyed = write_dataset(work / "d.jsonl", dialogue)
-    places = {
-        "mixed": (good[::2] + as_written(good[1::2], sharegpt=True), work / "out-mixed"),
-        "key": (dialogue, work / "out-key"),
-    }
-    cases = {
-        "mixed": prepare_args(qwen36_dir, places["mixed"][1], mixed),
-        "key": prepare_args(qwen36_dir, places["key"][1], keyed,
-                            extra=("--conversations-key", "dialogue"), workers=1),
-    }  # fmt: skip
-    results = run_batch(work / "logs", cases)
-    return {name: (*places[name], results[name]) for name in places}
-
-
-def test_file_mixing_formats_row_by_row(qwen36_dir: Path, short_runs: dict[str, Any]) -> None:
-    good, output, result = short_runs["mixed"]
+def test_file_mixing_formats_row_by_row(qwen36_dir: Path, runs: dict[str, Any]) -> None:
+    good, output, result = runs["short"]["mixed"]
     assert result.returncode == 0, result.stderr[-3000:]
     check_masks(qwen36_dir, load_rows(output), good, RENDERS, with_tools=WITH_TOOLS)
     assert read_report(output)["skipped"] == {}
 
 
-def test_conversations_key_names_another_column(short_runs: dict[str, Any]) -> None:
-    _, output, result = short_runs["key"]
+def test_conversations_key_names_another_column(runs: dict[str, Any]) -> None:
+    _, output, result = runs["short"]["key"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert read_report(output)["conversations_in"] == 6
     assert load_rows(output)

@@ -17,9 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import (
-    RENDERS,
     good_rows,
-    prepare,
     read_report,
     rejected_rows,
     subprocess_env,
@@ -101,16 +99,6 @@ def _bad_arguments_rows() -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def test_older_releases_have_no_render_endpoint(qwen36_dir: Path, tmp_path: Path) -> None:
-    data = write_dataset(tmp_path / "d.jsonl", good_rows(2))
-    result = prepare(qwen36_dir, tmp_path / "x", data, extra=("--render-endpoint", "local"))
-    if RENDERS:
-        assert result.returncode == 0, result.stderr[-3000:]
-        return
-    assert result.returncode == 2  # <= 0.7 tokenize locally and have no such flag
-    assert "unrecognized arguments: --render-endpoint" in result.stderr
 
 
 def _prepare_on(release: str, model: Path, output: Path, data: Path, *extra: str):

@@ -1,7 +1,8 @@
 """prepare_data with a bug injected into the tokenizer (test_accounting.py):
-``inject_tokenizer_bug.py PREPARE-DATA-ARGS``. ``apply_chat_template`` raises RuntimeError for
-every conversation whose text holds MARK: an error that is not a data problem, which the run
-must not count as a skipped row. Exits as the entry point does."""
+``inject_tokenizer_bug.py PREPARE-DATA-ARGS``, or ``main(args)`` as a case of batch_main.py.
+``apply_chat_template`` raises RuntimeError for every conversation whose text holds MARK: an
+error that is not a data problem, which the run must not count as a skipped row. Exits as the
+entry point does. The bug stays injected in the interpreter: a batch runs this case last."""
 
 from __future__ import annotations
 
@@ -25,8 +26,12 @@ def inject_bug(marker: str = MARK) -> None:
     transformers.PreTrainedTokenizerBase.apply_chat_template = buggy
 
 
-if __name__ == "__main__":
-    from speculators_qwen_compat.cli.prepare_data import main
+def main(args: list[str]) -> int:
+    from speculators_qwen_compat.cli.prepare_data import main as prepare_data
 
     inject_bug()
+    return prepare_data(args)
+
+
+if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

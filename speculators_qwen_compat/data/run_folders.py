@@ -9,8 +9,12 @@ Shape: each folder ``<parent>/<prefix>XXXX`` has a lock file ``<parent>/<prefix>
 beside it, held with ``fcntl.flock`` for as long as the run (and the map workers it forked,
 which share the lock) lives. The kernel drops the lock when the last holder dies, whatever
 killed it, so "owner dead" is exactly "the lock can be taken", with no pid that could be
-reused. The lock file is made under a temporary name, locked, then renamed into place, so a
-sweep never sees a lock file its owner does not hold yet. Linux and macOS (``fcntl``).
+reused. The lock file is made under a temporary name (``.claim-*``), locked, linked to its
+final name (which fails if the name is taken) and only then is the folder made: a sweep never
+sees a lock file its owner does not hold yet, and a folder never exists without its lock file,
+wherever a kill lands. A claim file left by a run killed before the link is removed by a sweep
+once nobody holds it and it is older than CLAIM_GRACE_SECONDS (a live claim is locked within
+microseconds of being made). Linux and macOS (``fcntl``).
 """
 
 from __future__ import annotations
@@ -18,11 +22,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 LOCK_SUFFIX = ".lock"
+CLAIM_PREFIX = ".claim-"
+#: a claim file this old and unlocked belongs to a run killed while claiming
+CLAIM_GRACE_SECONDS = 60.0
 
 #: folder -> the open lock file holding it (kept open for the life of the process).
 _held: dict[Path, int] = {}
@@ -33,10 +42,26 @@ def make(parent: Path, prefix: str) -> Path:
     under the same prefix whose owners are dead."""
     parent.mkdir(parents=True, exist_ok=True)
     sweep(parent, prefix)
-    fd, temporary = tempfile.mkstemp(prefix=".claim-", dir=parent)
+    fd, temporary = tempfile.mkstemp(prefix=CLAIM_PREFIX, dir=parent)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh file: nobody else holds it
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    os.rename(temporary, _lock_of(folder))
+    try:
+        while True:
+            folder = parent / f"{prefix}{secrets.token_hex(6)}"
+            try:
+                os.link(temporary, _lock_of(folder))  # fails if another run took the name
+            except FileExistsError:
+                continue
+            try:
+                folder.mkdir(mode=0o700)  # private, as mkdtemp makes it
+            except FileExistsError:  # a folder of that name without its lock: not ours
+                _lock_of(folder).unlink()
+                continue
+            break
+    except BaseException:
+        os.close(fd)
+        raise
+    finally:
+        os.unlink(temporary)
     _held[folder] = fd
     return folder
 
@@ -59,28 +84,40 @@ def owned(folder: Path) -> bool:
 
 
 def sweep(parent: Path, prefix: str) -> list[Path]:
-    """Remove the folders ``parent/prefix*`` whose lock nobody holds; the folders removed."""
+    """Remove the folders ``parent/prefix*`` whose lock nobody holds, and the claim files of
+    runs killed while claiming; the folders removed."""
     removed = []
     for lock in sorted(parent.glob(f"{glob_escape(prefix)}*{LOCK_SUFFIX}")):
         folder = lock.with_name(lock.name[: -len(LOCK_SUFFIX)])
         if folder in _held:
             continue
-        try:
-            fd = os.open(lock, os.O_RDWR)
-        except FileNotFoundError:  # swept by someone else meanwhile
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # its run is alive
-                continue
-            shutil.rmtree(folder, ignore_errors=True)
-            with contextlib.suppress(FileNotFoundError):
-                lock.unlink()
+        if _remove_if_unheld(lock, folder):
             removed.append(folder)
-        finally:
-            os.close(fd)
+    for claim in parent.glob(f"{glob_escape(CLAIM_PREFIX)}*"):
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - claim.stat().st_mtime > CLAIM_GRACE_SECONDS:
+                _remove_if_unheld(claim, None)
     return removed
+
+
+def _remove_if_unheld(lock: Path, folder: Path | None) -> bool:
+    """Remove ``folder`` (if any), then ``lock``, when nobody holds ``lock``; whether it did."""
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:  # swept by someone else meanwhile
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # its run is alive
+            return False
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
+        return True
+    finally:
+        os.close(fd)
 
 
 def glob_escape(text: str) -> str:

@@ -178,50 +178,39 @@ def entry_point(
     return _prepare_run(setup, name, argv, phase)
 
 
+def _script(setup: Setup, release: str, script: str, *args: object) -> list[str]:
+    """``python bench/SCRIPT ARGS`` in the release's environment."""
+    return [*setup.python(release), str(BENCH / script), *(str(a) for a in args)]
+
+
+def _unfixed_loop(setup: Setup, name: str, argv: list[str]) -> Command:
+    """A plain loop of ours over the conversations (no datasets cache), our .pth off."""
+    return Command(
+        name=name, argv=argv, env=environment(**{SWITCH: "0"}), fresh=(setup.output(name),)
+    )
+
+
 def hand_patched(
     setup: Setup, release: str, name: str, data: str, workers: int, endpoint: str = ""
 ) -> Command:
     """Upstream with only what a user must fix by hand, our .pth switched off."""
-    argv = [
-        *setup.python(release),
-        str(BENCH / "hand_patched_upstream.py"),
-        str(setup.model),
-        str(setup.data(data)),
-        str(setup.output(name)),
-        str(setup.seq_length),
-        str(workers),
-        endpoint,
-    ]
+    argv = _script(setup, release, "hand_patched_upstream.py", setup.model, setup.data(data),
+                   setup.output(name), setup.seq_length, workers, endpoint)  # fmt: skip
     return _prepare_run(setup, name, argv, **{SWITCH: "0"})
 
 
 def floor_loop(setup: Setup, release: str, name: str, data: str) -> Command:
     """apply_chat_template over the same conversations in one plain loop, no fixes."""
-    argv = [
-        *setup.python(release),
-        str(BENCH / "floor_loop.py"),
-        str(setup.model),
-        str(setup.messages(data)),
-        str(setup.output(name)),
-    ]
-    return Command(
-        name=name, argv=argv, env=environment(**{SWITCH: "0"}), fresh=(setup.output(name),)
-    )
+    argv = _script(setup, release, "floor_loop.py", setup.model, setup.messages(data),
+                   setup.output(name))  # fmt: skip
+    return _unfixed_loop(setup, name, argv)
 
 
 def floor_rows(setup: Setup, release: str, name: str, data: str) -> Command:
     """The rows of 0.8+ (a row per assistant turn) in one plain loop, no fixes (floor_rows.py)."""
-    argv = [
-        *setup.python(release),
-        str(BENCH / "floor_rows.py"),
-        str(setup.model),
-        str(setup.messages(data)),
-        str(setup.output(name)),
-        str(setup.seq_length),
-    ]
-    return Command(
-        name=name, argv=argv, env=environment(**{SWITCH: "0"}), fresh=(setup.output(name),)
-    )
+    argv = _script(setup, release, "floor_rows.py", setup.model, setup.messages(data),
+                   setup.output(name), setup.seq_length)  # fmt: skip
+    return _unfixed_loop(setup, name, argv)
 
 
 def interpreter_start(setup: Setup, release: str, name: str, active: bool, repeat: int) -> Command:
@@ -244,7 +233,7 @@ def render_server(setup: Setup) -> Iterator[str]:
 
 def _helper(setup: Setup, release: str, script: str, *args: Path) -> str:
     result = subprocess.run(
-        [*setup.python(release), str(BENCH / script), *map(str, args)],
+        _script(setup, release, script, *args),
         env=environment(**{SWITCH: "0"}),
         capture_output=True,
         text=True,
@@ -257,9 +246,9 @@ def _helper(setup: Setup, release: str, script: str, *args: Path) -> str:
 
 def compare_rows(setup: Setup, release: str, first: str, second: str) -> str:
     """Whether both outputs hold identical rows, in words."""
-    argv = [str(BENCH / "compare_rows.py"), str(setup.output(first)), str(setup.output(second))]
+    argv = _script(setup, release, "compare_rows.py", setup.output(first), setup.output(second))
     result = subprocess.run(
-        [*setup.python(release), *argv],
+        argv,
         env=environment(**{SWITCH: "0"}),
         capture_output=True,
         text=True,
@@ -342,15 +331,8 @@ def bad_rows_data(setup: Setup, source: str, kind: str, good: int) -> str:
 
 def specforge(setup: Setup, name: str, data: str, workers: int) -> Command:
     """SpecForge 0.2.0's data preparation on ``data/DATA`` (bench/peer_specforge.py)."""
-    argv = [
-        *setup.python(PEER),
-        str(BENCH / "peer_specforge.py"),
-        str(setup.model),
-        str(setup.peer_data(data)),
-        str(setup.output(name)),
-        str(setup.seq_length),
-        str(workers),
-    ]
+    argv = _script(setup, PEER, "peer_specforge.py", setup.model, setup.peer_data(data),
+                   setup.output(name), setup.seq_length, workers)  # fmt: skip
     return _prepare_run(setup, name, argv, **{SWITCH: "0"})
 
 

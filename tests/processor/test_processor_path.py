@@ -13,8 +13,9 @@ The checkpoint folder is weight-less: config.json (``model_type: qwen3_5``), a
 preprocessor_config.json naming Qwen2VLImageProcessor / Qwen3VLProcessor with patch size 16, the
 real Qwen3.5/3.6 vocabulary (``make vocab``) and a template. Releases 0.6+ load the target with
 AutoProcessor, so a real Qwen3.5/3.6 checkpoint takes this path, not the tokenizer path the other
-tests take. Three prepare_data runs per release, text-only data in both formats (every other row
-ShareGPT, the others OpenAI) with rejected rows mixed in:
+tests take. Three prepare_data runs per release (in one interpreter: conftest.run_batch),
+text-only data in both formats (every other row ShareGPT, the others OpenAI) with rejected rows
+mixed in:
 
 - the Qwen3.6-style template through the processor folder and through the tokenizer-only folder
   (same vocabulary and template, no config.json): masks right (mask oracle), skips counted,
@@ -33,7 +34,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RELEASE, RENDERS, good_rows, prepare, read_report, rejected_rows
+from conftest import (
+    RELEASE,
+    RENDERS,
+    good_rows,
+    prepare_args,
+    read_report,
+    rejected_rows,
+    run_batch,
+)
 from mask_oracle import check_masks, column_signatures, load_rows, message_signatures
 from packaging.version import Version
 from qwen_vocab import copy_vocab
@@ -118,19 +127,38 @@ def test_checkpoint_loads_as_the_multimodal_processor(tmp_path: Path) -> None:
     assert "mm_token_type_ids" in encoded
 
 
-def test_processor_run_matches_the_tokenizer_run(tmp_path: Path) -> None:
-    """Both formats in one file (every other row ShareGPT), through the processor folder and
-    the tokenizer-only folder: one prepare_data run each."""
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The module's three prepare_data runs in one interpreter (conftest.run_batch), on the
+    same data: ``rows``: (good, rejected, all) as made; name -> (model, output, result)."""
+    work = tmp_path_factory.mktemp("processor")
     good, rejected, rows = _rows()
+    data = _write(work / "data.jsonl", _mixed(rows))
     template = demo.chat_template("qwen36")
-    proc = checkpoint(tmp_path / "ckpt", template)
-    tok = checkpoint(tmp_path / "tok", template, processor=False)
-    data = _write(tmp_path / "data.jsonl", _mixed(rows))
+    models = {
+        "processor": checkpoint(work / "ckpt", template),
+        "tokenizer": checkpoint(work / "tok", template, processor=False),
+        "generation_tags": checkpoint(work / "tags", gallery_template("generation_tags")),
+    }
+    outputs = {name: work / f"out-{name}" for name in models}
+    cases = {
+        name: prepare_args(model, outputs[name], data, seq_length=SEQ)
+        for name, model in models.items()
+    }
+    results = run_batch(work / "logs", cases)
+    made = {name: (models[name], outputs[name], results[name]) for name in models}
+    return {"rows": (good, rejected, rows), **made}
+
+
+def test_processor_run_matches_the_tokenizer_run(runs: dict[str, Any]) -> None:
+    """Both formats in one file (every other row ShareGPT), through the processor folder and
+    the tokenizer-only folder."""
+    good, rejected, rows = runs["rows"]
+    proc = runs["processor"][0]
     good_written = _as_written(good, rows)
     outputs = {}
-    for name, model in (("processor", proc), ("tokenizer", tok)):
-        output = tmp_path / f"out-{name}"
-        result = prepare(model, output, data, seq_length=SEQ)
+    for name in ("processor", "tokenizer"):
+        _, output, result = runs[name]
         assert result.returncode == 0, f"{name}: {result.stderr[-3000:]}"
         outputs[name] = output
 
@@ -155,11 +183,11 @@ def test_processor_run_matches_the_tokenizer_run(tmp_path: Path) -> None:
         assert column_signatures(messages) == message_signatures(good_written, RENDERS)
 
 
-def test_generation_tags_batched_processor_mask(tmp_path: Path) -> None:
+def test_generation_tags_batched_processor_mask(runs: dict[str, Any]) -> None:
     """The processor returns the assistant mask batched; on 0.6/0.7 the fixed probe must read
     it (the template has ``{% generation %}`` tags) and the rows carry that mask."""
-    good, rejected, rows = _rows()
-    model = checkpoint(tmp_path / "ckpt", gallery_template("generation_tags"))
+    good, rejected, rows = runs["rows"]
+    model, output, result = runs["generation_tags"]
     from transformers import AutoProcessor
 
     processor = AutoProcessor.from_pretrained(str(model))
@@ -173,9 +201,6 @@ def test_generation_tags_batched_processor_mask(tmp_path: Path) -> None:
     mask = mask.tolist() if hasattr(mask, "tolist") else mask
     assert isinstance(mask[0], list) and 1 in mask[0], mask  # batched, with the turn marked
 
-    data = _write(tmp_path / "data.jsonl", _mixed(rows))
-    output = tmp_path / "out"
-    result = prepare(model, output, data, seq_length=SEQ)
     assert result.returncode == 0, result.stderr[-3000:]
     hf_mask = not RENDERS
     if hf_mask and PROCESSOR_RELEASES:  # upstream says which path built the masks

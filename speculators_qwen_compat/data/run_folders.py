@@ -45,18 +45,7 @@ def make(parent: Path, prefix: str) -> Path:
     fd, temporary = tempfile.mkstemp(prefix=CLAIM_PREFIX, dir=parent)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh file: nobody else holds it
     try:
-        while True:
-            folder = parent / f"{prefix}{secrets.token_hex(6)}"
-            try:
-                os.link(temporary, _lock_of(folder))  # fails if another run took the name
-            except FileExistsError:
-                continue
-            try:
-                folder.mkdir(mode=0o700)  # private, as mkdtemp makes it
-            except FileExistsError:  # a folder of that name without its lock: not ours
-                _lock_of(folder).unlink()
-                continue
-            break
+        folder = _claimed_folder(Path(temporary), parent, prefix)
     except BaseException:
         os.close(fd)
         raise
@@ -64,6 +53,22 @@ def make(parent: Path, prefix: str) -> Path:
         os.unlink(temporary)
     _held[folder] = fd
     return folder
+
+
+def _claimed_folder(claim: Path, parent: Path, prefix: str) -> Path:
+    """A new name under ``parent``: the held ``claim`` linked as its lock file (the link fails
+    if another run took the name), then the folder made."""
+    while True:
+        folder = parent / f"{prefix}{secrets.token_hex(6)}"
+        try:
+            os.link(claim, _lock_of(folder))
+        except FileExistsError:
+            continue
+        try:
+            folder.mkdir(mode=0o700)  # private, as mkdtemp makes it
+            return folder
+        except FileExistsError:  # a folder of that name without its lock: not ours
+            _lock_of(folder).unlink()
 
 
 def release(folder: Path, remove: bool = True) -> None:

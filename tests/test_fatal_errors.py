@@ -7,7 +7,6 @@ start-up and imports once, not thirteen times; each test checks its own cases.""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -178,8 +177,9 @@ def test_a_temporary_folder_too_long_for_the_workers_socket(
     starts in a folder of the limit's length and dies one byte past it), and a run in a longer
     folder ends with one line naming the fix, not the bare EOFError the map would raise."""
     room = SOCKET_PATH_LIMIT - MANAGER_SUFFIX
-    short = Path(tempfile.mkdtemp(prefix="sqc-"))  # tmp_path itself may be too deep already
-    try:
+    # in the system's temporary folder: tmp_path itself may be too deep already
+    with tempfile.TemporaryDirectory(prefix="sqc-") as temporary:
+        short = Path(temporary)
         fits, too_long = _folder_of_length(short, room), _folder_of_length(short, room + 1)
         assert run_program("start_manager", TMPDIR=str(fits)).stdout.strip() == "started"
         died = run_program("start_manager", TMPDIR=str(too_long))
@@ -189,8 +189,6 @@ def test_a_temporary_folder_too_long_for_the_workers_socket(
         ran = run_batch(
             tmp_path / "logs", {"deep": _args(qwen36_dir, data, output)}, TMPDIR=str(too_long)
         )["deep"]
-    finally:
-        shutil.rmtree(short)
     message = _fatal(ran)
     assert message.startswith(f"the temporary folder {too_long} is too long"), message
     assert "TMPDIR=/tmp" in message and "Traceback" not in ran.stderr

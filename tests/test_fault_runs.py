@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -49,17 +48,17 @@ def _drive(runs: list[dict[str, Any]], tmp: Path) -> subprocess.CompletedProcess
     TMPDIR is ``tmp/tmp`` reached through a short link in the system's temporary folder:
     pytest's folders can be too deep for the map workers' socket (cli/worker_sockets.py)."""
     (tmp / "tmp").mkdir(exist_ok=True)
-    link = Path(tempfile.mkdtemp(prefix="sqc-fault-")) / "t"
-    link.symlink_to(tmp / "tmp")
-    # DEBUG_ENV: a fatal error's traceback on stderr too, for a failure's message
-    env = subprocess_env(HF_DATASETS_CACHE=str(tmp / "hf"), TMPDIR=str(link), **{DEBUG_ENV: "1"})
-    try:
+    with tempfile.TemporaryDirectory(prefix="sqc-fault-") as short:
+        link = Path(short) / "t"
+        link.symlink_to(tmp / "tmp")
+        # DEBUG_ENV: a fatal error's traceback on stderr too, for a failure's message
+        env = subprocess_env(
+            HF_DATASETS_CACHE=str(tmp / "hf"), TMPDIR=str(link), **{DEBUG_ENV: "1"}
+        )
         return subprocess.run(
             [sys.executable, str(DRIVER), json.dumps(runs)],
             capture_output=True, text=True, env=env, timeout=900, start_new_session=True,
         )  # fmt: skip
-    finally:
-        shutil.rmtree(link.parent)
 
 
 def _scratch(tmp: Path, output: Path) -> dict[str, list[str]]:

@@ -147,8 +147,24 @@ def test_seed_command_line(qwen36_dir: Path, runs: dict[str, Any], sharegpt: boo
     if not RENDERS:  # 0.9 skips token frequencies by default (--skip-token-freq)
         assert "token_freq.pt" in files
     rows_out = load_rows(run.output)
+    if "token_freq.pt" in files:  # the token_frequency fix's count, against the rows written
+        import torch
+
+        saved = torch.load(run.output / "token_freq.pt", weights_only=True)
+        assert list(saved.items()) == list(supervised_token_counts(rows_out).items())
     check_masks(qwen36_dir, rows_out, run.good, RENDERS, with_tools=WITH_TOOLS)
     assert read_report(run.output)["conversations_in"] == len(run.rows)
+
+
+def supervised_token_counts(rows: list[dict[str, list[int]]]) -> Counter[int]:
+    """Upstream's count as its loop defines it (0.5.0 ``train/vocab_mapping.py:35-42``): per
+    row the supervised ids ascending with their counts, added to a Counter in row order."""
+    counts: Counter[int] = Counter()
+    for row in rows:
+        pairs = zip(row["input_ids"], row["loss_mask"], strict=True)
+        supervised = Counter(token for token, mask in pairs if mask)
+        counts.update(dict(sorted(supervised.items())))
+    return counts
 
 
 def test_file_mixing_formats_row_by_row(qwen36_dir: Path, runs: dict[str, Any]) -> None:

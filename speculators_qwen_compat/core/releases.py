@@ -38,6 +38,7 @@ _EVERYWHERE = {
     "conversations": APPLIED,
     "run_report": APPLIED,
     "bounded_output": APPLIED,
+    "token_frequency": APPLIED,
 }
 # Training fixes. verifier_norm: EAGLE-3 builds an x*w verifier_norm in every release (DFlash in
 # 0.6-0.8.1, and in 0.9.0 for qwen3_5_moe; 0.9.0 DFlash for dense qwen3_5 is left as it is).

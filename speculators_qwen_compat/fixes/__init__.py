@@ -8,6 +8,7 @@ from speculators_qwen_compat.fixes.data.mask_probe import MaskProbeFix
 from speculators_qwen_compat.fixes.data.overwrite_guard import OverwriteGuardFix
 from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
 from speculators_qwen_compat.fixes.data.run_report import RunReportFix
+from speculators_qwen_compat.fixes.data.token_frequency import TokenFrequencyFix
 from speculators_qwen_compat.fixes.training.mask_token import MaskTokenFix
 from speculators_qwen_compat.fixes.training.sample_drops import SampleDropsFix
 from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
@@ -17,6 +18,7 @@ ALL_FIXES = (
     RowGuardFix,  # inside: splits a batch into rows
     ConversationsFix,  # outside: reads and normalises the batch, drops unreadable rows
     LocalRenderFix,
+    TokenFrequencyFix,  # inside run_report's wrapper: a refused run writes no count
     RunReportFix,
     BoundedOutputFix,
     OverwriteGuardFix,

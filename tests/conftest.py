@@ -157,6 +157,18 @@ def qwen35_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return demo.write_model(tmp_path_factory.mktemp("qwen35"), "qwen35")
 
 
+@pytest.fixture(scope="session")
+def pins(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Every probe of programs/upstream_pins.py in one interpreter of the release as installed
+    (fixes off): probe name -> its answer (test_upstream_pins.py, test_data_order.py)."""
+    import json
+
+    work = tmp_path_factory.mktemp("pins")
+    result = run_program("upstream_pins", str(qwen36_dir), str(work), **FIXES_OFF)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def good_rows(count: int = 24, seed: int = 3) -> list[dict[str, Any]]:
     return list(sample_data.good_conversations(count, seed=seed))
 

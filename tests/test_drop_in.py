@@ -58,7 +58,9 @@ def test_startup_imports_nothing_heavy() -> None:
 @pytest.mark.parametrize("method", ["fork", pytest.param("spawn", marks=pytest.mark.pure)])
 def test_users_script_and_map_workers(qwen36_dir: Path, tmp_path: Path, method: str) -> None:
     """A script shaped like upstream's git-only scripts/prepare_data.py: top-level import of
-    load_and_preprocess_dataset, run as __main__, nothing of ours imported."""
+    load_and_preprocess_dataset, run as __main__, nothing of ours imported. (Upstream alone
+    reads no rows from this OpenAI-format data and dies:
+    test_upstream_pins.py::test_openai_messages_give_no_rows pins that per release.)"""
     data, _ = _mixed_data(tmp_path)
     script = program("user_prepare_script")
     args = [sys.executable, str(script), method, str(qwen36_dir), str(data), str(tmp_path)]
@@ -66,14 +68,12 @@ def test_users_script_and_map_workers(qwen36_dir: Path, tmp_path: Path, method: 
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert int(fixed.stdout.split("ROWS")[1].split()[0]) > 0
     assert "skipped 4 of 16 conversations" in fixed.stderr
-    if method == "spawn":
-        return  # upstream's own failure on this data is the same under fork (below)
-    off = _run(args, **FIXES_OFF)
-    assert off.returncode != 0  # upstream as installed dies on this data
-    assert "Traceback" in off.stderr
 
 
 def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
+    """Upstream's own console script with the venv's .pth: OpenAI-format data, which upstream
+    alone turns into "No samples remain" (test_upstream_pins.py::test_openai_messages_give_no_rows
+    pins that per release), is read and written."""
     data = write_dataset(tmp_path / "openai.jsonl", good_rows(8))
     args = [console_script("speculators"), "prepare-data", "--model", str(qwen36_dir), "--data",
             str(data), "--output", str(tmp_path / "out"), "--seq-length", "512",
@@ -84,13 +84,9 @@ def test_upstream_cli(qwen36_dir: Path, tmp_path: Path) -> None:
         assert importlib.util.find_spec("speculators.cli") is None
         return
     fixed = _run(args)
-    off = _run([*args[:-4], "--output", str(tmp_path / "off"), *args[-2:]],
-               **FIXES_OFF)  # fmt: skip
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert (tmp_path / "out" / "dataset_info.json").exists()
     assert "skipped 0 of 8 conversations" in fixed.stderr
-    assert off.returncode != 0
-    assert "No samples remain after preprocessing" in off.stderr
 
 
 # once, on the newest release: the .pth and the environment reach ranks and their children

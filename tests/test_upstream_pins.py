@@ -3,28 +3,17 @@
 Each test runs the release as installed (the venv-wide .pth switched off) and asserts the problem
 a fix exists for, with the expectation of this release. When a release stops showing the problem
 the assertion fails and says which fix can be retired for it. The probes (programs/
-upstream_pins.py, one function each) run in one fresh interpreter, started once per module.
+upstream_pins.py, one function each) run in one fresh interpreter per session (conftest ``pins``,
+which test_data_order.py reads too).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
-from conftest import FIXES_OFF, RELEASE, RENDERS, run_program
+from conftest import RELEASE, RENDERS
 from packaging.version import Version
 from programs.upstream_pins import FAILED
-
-
-@pytest.fixture(scope="module")
-def pins(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Every probe of programs/upstream_pins.py in one interpreter of the release as
-    installed: probe name -> its answer."""
-    work = tmp_path_factory.mktemp("pins")
-    result = run_program("upstream_pins", str(qwen36_dir), str(work), **FIXES_OFF)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def _upstream(pins: dict[str, str], name: str) -> str:

@@ -19,6 +19,25 @@ PATTERN = r"<\|im_start\|>assistant\n(.*?)<\|im_end\|>"
 #: A port nothing listens on: 0.8+ need an endpoint argument but must not reach it here.
 NO_SERVER = "http://127.0.0.1:9"
 FAILED = "probe failed: "
+#: A data folder's files whose order upstream's reader decides (test_data_order.py): sorted as
+#: path strings "a-extra.jsonl" comes before "a/part.jsonl" ("-" < "/"); by path parts, after.
+ORDER_FILES = (
+    "a/part.jsonl", "a-extra.jsonl", "a0.jsonl", "A.jsonl", "a/b/deep.jsonl", "a.b.jsonl"
+)  # fmt: skip
+
+
+def write_order_folder(folder: Path) -> Path:
+    """ORDER_FILES under ``folder``, two ShareGPT rows each, ids ``NAME#I``."""
+    for name in ORDER_FILES:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [
+            {"id": f"{name}#{i}", "conversations": [
+                {"from": "human", "value": "hi"}, {"from": "gpt", "value": f"{name} {i}"}]}
+            for i in range(2)
+        ]  # fmt: skip
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
 
 
 def mask_probe(P: ModuleType, tok: Any, work: Path) -> str:
@@ -110,6 +129,14 @@ def render_endpoint_is_required(P: ModuleType, tok: Any, work: Path) -> str:
         return f"raised {str(exc)[:30]}"
 
 
+def folder_order(P: ModuleType, tok: Any, work: Path) -> str:
+    """The ids upstream's ``load_raw_dataset`` reads from an ORDER_FILES folder, in its order."""
+    folder = write_order_folder(work / "order")
+    loaded = P.load_raw_dataset(str(folder))
+    dataset = loaded[0] if isinstance(loaded, tuple) else loaded
+    return json.dumps({"folder": str(folder), "ids": list(dataset["id"])})
+
+
 PROBES: dict[str, Callable[[ModuleType, Any, Path], str]] = {
     probe.__name__: probe
     for probe in (
@@ -119,6 +146,7 @@ PROBES: dict[str, Callable[[ModuleType, Any, Path], str]] = {
         template_error_in_one_row,
         normalisation_of_roles_reasoning_and_tool_calls,
         render_endpoint_is_required,
+        folder_order,
     )
 }
 

@@ -17,6 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from speculators_qwen_compat import install, status
+from speculators_qwen_compat.cli import frozen_imports
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 
 
@@ -90,4 +91,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    frozen_imports.freeze()  # status and doctor import upstream: the exit skips a collection
+    sys.exit(code)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat import status
+from speculators_qwen_compat.cli import frozen_imports
 from speculators_qwen_compat.cli.staged_output import StagedOutput, artifacts
 from speculators_qwen_compat.cli.support import (
     DEBUG_ENV,
@@ -100,7 +101,9 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     wants_help = "-h" in rest or "--help" in rest
     if not wants_help:
         check_temp_folder()
-    if has_module(CLI_PREPARE_DATA):
+    typer_command = has_module(CLI_PREPARE_DATA)  # imports speculators: most of the start-up
+    frozen_imports.freeze()
+    if typer_command:
         code, staged = _run_typer_command(rest, wants_help)
     else:
         from speculators_qwen_compat.cli import release_script

@@ -34,6 +34,8 @@ import sys
 import warnings
 from typing import Any
 
+from speculators_qwen_compat.cli import frozen_imports
+
 
 def reset_package_state() -> None:
     """The package's per-run state as a fresh interpreter has it (see the module docstring)."""
@@ -92,4 +94,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    frozen_imports.freeze()  # as the entry points exit (speculators_qwen_compat/prepare_data.py)
+    sys.exit(code)

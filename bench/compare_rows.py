@@ -1,30 +1,38 @@
-"""Assert that two prepare_data outputs hold identical rows (same order, ids and masks):
-``python compare_rows.py OUTPUT_A OUTPUT_B``; prints the number of rows."""
+"""Assert that two prepare_data outputs hold identical rows (same order, ids and masks) and, when
+both wrote one, the same token_freq.pt: ``python compare_rows.py OUTPUT_A OUTPUT_B``; prints the
+number of rows. Streams both datasets in Arrow batches (a million rows fit in no Python list)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from datasets import load_from_disk
 
-
-def rows(path: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    dataset: Any = load_from_disk(path).with_format(None)
-    return [(tuple(r["input_ids"]), tuple(r["loss_mask"])) for r in dataset]
+COLUMNS = ["input_ids", "loss_mask"]
+BATCH = 10_000
 
 
 def main() -> None:
-    first, second = rows(sys.argv[1]), rows(sys.argv[2])
-    if first != second:
-        differing = sum(a != b for a, b in zip(first, second, strict=False))
-        sys.exit(
-            f"outputs differ: {len(first)} vs {len(second)} rows, "
-            f"{differing} differing in the common part"
-        )
-    if not first:
+    first, second = (load_from_disk(path) for path in sys.argv[1:3])
+    if len(first) != len(second):
+        sys.exit(f"outputs differ: {len(first)} vs {len(second)} rows")
+    if not len(first):
         sys.exit("both outputs are empty")
-    print(len(first))
+    batches: Any = zip(
+        first.select_columns(COLUMNS).with_format("arrow").iter(batch_size=BATCH),
+        second.select_columns(COLUMNS).with_format("arrow").iter(batch_size=BATCH),
+        strict=True,
+    )
+    for number, (a, b) in enumerate(batches):
+        if not a.equals(b):
+            sys.exit(f"outputs differ in rows {number * BATCH}-{number * BATCH + len(a) - 1}")
+    freqs = [Path(path) / "token_freq.pt" for path in sys.argv[1:3]]
+    if all(f.is_file() for f in freqs) and freqs[0].read_bytes() != freqs[1].read_bytes():
+        sys.exit("the rows are the same but the token_freq.pt files differ")
+    written = "and token_freq.pt " if all(f.is_file() for f in freqs) else ""
+    print(f"{written}{len(first)}")
 
 
 if __name__ == "__main__":

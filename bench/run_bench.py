@@ -43,7 +43,8 @@ ROOT = workloads.ROOT
 RESULTS = workloads.BENCH / "RESULTS.md"
 README = workloads.ROOT / "README.md"
 Samples = dict[str, list[Sample]]
-SAME_ROWS: list[str] = []
+#: which outputs were compared row by row (compare_rows.py) -> what it found
+SAME_ROWS: dict[str, str] = {}
 BAD_ROWS: dict[str, dict[str, dict[str, object]]] = {}  # kind -> {"ours"|"SpecForge": outcome}
 
 
@@ -107,6 +108,11 @@ def measure_memory(setup: Setup, args: argparse.Namespace, logs: Path) -> Sample
             workloads.hand_patched(setup, OLD, f"hand-mem-{size}", f"chat-{size}", args.workers),
         ]
         samples.update(alternate(commands, 1, logs))
+        label = f"entry point vs hand-patched at {size:,} short chats"
+        SAME_ROWS[label] = workloads.compare_rows(
+            setup, OLD, f"entry-mem-{size}", f"hand-mem-{size}"
+        )
+        print(f"  {label}: {SAME_ROWS[label]}", flush=True)
     return samples
 
 
@@ -123,8 +129,9 @@ def measure_new_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Sa
                                   "--render-endpoint", "local", phase=phase),
         ]  # fmt: skip
         samples = alternate(commands, args.rounds, logs)
-    SAME_ROWS.append(workloads.compare_rows(setup, NEW, "entry-0.9-local", "entry-0.9-http"))
-    print(f"  local vs vLLM: {SAME_ROWS[-1]}", flush=True)
+    label = "local vs vLLM rendering"
+    SAME_ROWS[label] = workloads.compare_rows(setup, NEW, "entry-0.9-local", "entry-0.9-http")
+    print(f"  {label}: {SAME_ROWS[label]}", flush=True)
     return samples
 
 
@@ -336,8 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rounds} round(s) (start-up: {args.start_rounds} rounds of {args.start_repeat} "
         f"interpreters). Peak memory = the largest summed PSS of the command's process tree "
         f"(sampled every 0.2 s); CPU = user + system time of the command's processes (not "
-        f"counted for vLLM: the server is not the command's child). Local vs vLLM rows: "
-        f"{SAME_ROWS[-1] if SAME_ROWS else 'not compared'}. The run took "
+        f"counted for vLLM: the server is not the command's child). Outputs compared row by "
+        f"row: {'; '.join(f'{k}: {v}' for k, v in SAME_ROWS.items()) or 'none'}. The run took "
         f"{minutes:.1f} min; per-command seconds in bench/RESULTS.md."
     )
     body = (

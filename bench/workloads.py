@@ -254,7 +254,9 @@ def compare_rows(setup: Setup, release: str, first: str, second: str) -> str:
         text=True,
     )
     if result.returncode == 0:
-        return f"both outputs hold the same {result.stdout.split()[-1]} rows"
+        *files, count = result.stdout.split()
+        also = f" ({' '.join(files)[4:]} too)" if files else ""
+        return f"both outputs hold the same {count} rows{also}"
     return f"**the outputs differ** ({result.stderr.strip().splitlines()[-1]})"
 
 

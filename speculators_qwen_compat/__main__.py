@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -91,6 +90,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    frozen_imports.freeze()  # status and doctor import upstream: the exit skips a collection
-    sys.exit(code)
+    frozen_imports.exit_with(main())

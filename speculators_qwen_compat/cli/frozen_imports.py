@@ -14,8 +14,17 @@ own commands only (prepare_data, status, doctor), never on the .pth path or in `
 from __future__ import annotations
 
 import gc
+import sys
+from typing import NoReturn
 
 
 def freeze() -> None:
     """Move every object that exists now out of the collector's reach (see the module)."""
     gc.freeze()
+
+
+def exit_with(code: int) -> NoReturn:
+    """``sys.exit(code)`` after freezing the command's own objects too: the interpreter's exit
+    then skips a collection over everything the run made and kept."""
+    freeze()
+    sys.exit(code)

@@ -94,6 +94,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    frozen_imports.freeze()  # as the entry points exit (speculators_qwen_compat/prepare_data.py)
-    sys.exit(code)
+    frozen_imports.exit_with(main(sys.argv[1:]))  # as the entry points exit

@@ -23,11 +23,15 @@ class Release:
 
 # sample_drops: <= 0.7 have no speculators.train.recovery (samples are not dropped that way).
 _SCRIPT_ERA = {
+    "forked_tokenizer": APPLIED,
+    "offsets_loss_mask": APPLIED,
     "local_render": NOT_NEEDED,
     "overwrite_guard": NOT_NEEDED,
     "sample_drops": NOT_APPLICABLE,
 }
 _RENDER_ERA = {
+    "forked_tokenizer": NOT_NEEDED,
+    "offsets_loss_mask": NOT_NEEDED,
     "mask_probe": NOT_NEEDED,
     "local_render": APPLIED,
     "overwrite_guard": APPLIED,

@@ -3,8 +3,10 @@ upstream function nest in it (the later one outside)."""
 
 from speculators_qwen_compat.fixes.data.bounded_output import BoundedOutputFix
 from speculators_qwen_compat.fixes.data.conversations import ConversationsFix
+from speculators_qwen_compat.fixes.data.forked_tokenizer import ForkedTokenizerFix
 from speculators_qwen_compat.fixes.data.local_render import LocalRenderFix
 from speculators_qwen_compat.fixes.data.mask_probe import MaskProbeFix
+from speculators_qwen_compat.fixes.data.offsets_loss_mask import OffsetsLossMaskFix
 from speculators_qwen_compat.fixes.data.overwrite_guard import OverwriteGuardFix
 from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
 from speculators_qwen_compat.fixes.data.run_report import RunReportFix
@@ -15,9 +17,11 @@ from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
 
 ALL_FIXES = (
     MaskProbeFix,
+    OffsetsLossMaskFix,  # inside row_guard's wrapper, which unsets weight-0 turns in its mask
     RowGuardFix,  # inside: splits a batch into rows
     ConversationsFix,  # outside: reads and normalises the batch, drops unreadable rows
     LocalRenderFix,
+    ForkedTokenizerFix,
     TokenFrequencyFix,  # inside run_report's wrapper: a refused run writes no count
     RunReportFix,
     BoundedOutputFix,

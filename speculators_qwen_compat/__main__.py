@@ -17,6 +17,7 @@ from typing import Any
 
 from speculators_qwen_compat import install, status
 from speculators_qwen_compat.cli import frozen_imports
+from speculators_qwen_compat.cli.deferred_compile import compile_on_first_call
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 
 
@@ -90,4 +91,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    frozen_imports.exit_with(main())
+    with compile_on_first_call():  # status and doctor import upstream and compile nothing
+        code = main()
+    frozen_imports.exit_with(code)

@@ -24,6 +24,7 @@ from typing import Any
 
 from speculators_qwen_compat import status
 from speculators_qwen_compat.cli import frozen_imports
+from speculators_qwen_compat.cli.deferred_compile import compile_on_first_call
 from speculators_qwen_compat.cli.staged_output import StagedOutput, artifacts
 from speculators_qwen_compat.cli.support import (
     DEBUG_ENV,
@@ -101,7 +102,8 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     wants_help = "-h" in rest or "--help" in rest
     if not wants_help:
         check_temp_folder()
-    typer_command = has_module(CLI_PREPARE_DATA)  # imports speculators: most of the start-up
+    with compile_on_first_call():
+        typer_command = has_module(CLI_PREPARE_DATA)  # imports speculators: most of the start-up
     frozen_imports.freeze()
     if typer_command:
         code, staged = _run_typer_command(rest, wants_help)
@@ -109,7 +111,8 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
         from speculators_qwen_compat.cli import release_script
 
         log_to_stderr(UPSTREAM_LOGGER)  # the git-only script we stand in for showed its lines
-        preprocessing = import_preprocessing()
+        with compile_on_first_call():
+            preprocessing = import_preprocessing()
         if wants_help:
             release_script.build_parser(preprocessing, PROG).print_help()
             print(OUR_HELP)

@@ -30,6 +30,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -163,13 +164,15 @@ def train(case: Case, data: Path, work: Path, fixes: bool, size: dict) -> dict:
 
 def serve(data: Path, drafter: Path | None, steps: int, work: Path) -> dict:
     label = drafter.parent.name if drafter else "no-speculation"
-    scratch = work / f"vllm-{label}"
-    env = vllm_server.vllm_env(scratch, torchvision=True)
     command = [str(vllm_server.VLLM_PYTHON), str(ROOT / "bench" / "acceptance_vllm.py"),
                str((data / "verifier").resolve()), str(drafter or "none"),
                str(data / "heldout_prompts.json"), str(steps)]  # fmt: skip
     started = time.monotonic()
-    out = run(command, work / "logs" / f"vllm-{label}.log", env)
+    # vLLM's engine socket is <scratch>/<uuid4>: a Unix socket path holds 107 bytes, so the
+    # scratch folder is a short one of the system's, not one under a checkout of any depth
+    with tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
+        env = vllm_server.vllm_env(Path(scratch), torchvision=True)
+        out = run(command, work / "logs" / f"vllm-{label}.log", env)
     line = next((x for x in out.splitlines() if x.startswith("ACCEPTANCE ")), None)
     if line is None:
         fail(f"vLLM printed no counters (log {work / 'logs' / f'vllm-{label}.log'})")

@@ -348,4 +348,6 @@ def outcome(command: Command, setup: Setup, release: str, log: Path) -> dict[str
     lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     said = [line for line in lines if "skipped" in line or "Error" in line or "error:" in line]
     rows = output_size(setup, release, command.name)[0] if code == 0 else 0
-    return {"code": code, "rows": rows, "said": (said or lines or [""])[-1].strip()}
+    # the work folder is a temporary one of this run: named OUT/..., not by its path
+    last = (said or lines or [""])[-1].strip().replace(str(setup.output("")).rstrip("/"), "OUT")
+    return {"code": code, "rows": rows, "said": last}

@@ -68,10 +68,9 @@ def inherited_by_forked_workers(shared: Any) -> Iterator[None]:
     from multiprocess.reduction import ForkingPickler
 
     kind = type(shared)
-    reducers: dict[type, Any] = getattr(ForkingPickler, "_extra_reducers", {})
-    previous = reducers.get(kind)
-    if previous is not None or not hasattr(ForkingPickler, "register"):
-        yield  # someone else decides how this type crosses: leave it to them
+    reducers = getattr(ForkingPickler, "_extra_reducers", None)  # what register() fills
+    if not isinstance(reducers, dict) or kind in reducers:
+        yield  # another multiprocess, or someone else decides how this type crosses
         return
     _INHERITED[id(shared)] = shared
     ForkingPickler.register(kind, _crossing)

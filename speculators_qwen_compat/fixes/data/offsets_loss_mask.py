@@ -17,17 +17,16 @@ Shape needed: the function takes ``text``, ``offsets`` and ``assistant_pattern``
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, Shape, Span, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
+from speculators_qwen_compat.fixes.data import row_guard
 
-OFFSETS = Target(
-    PREPROCESSING,
-    "_create_loss_mask_from_offsets",
-    params=("text", "offsets", "assistant_pattern"),
-)
+#: the target row_guard also wraps (optionally, for weight-0 turns); required here
+OFFSETS = replace(row_guard.OFFSETS, optional=False)
 
 
 class OffsetsLossMaskFix(Fix):

@@ -119,7 +119,7 @@ def measure_memory(setup: Setup, args: argparse.Namespace, logs: Path) -> Sample
 def measure_new_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
     print(f"== {NEW}: real vLLM render server, {args.slice} conversations", flush=True)
     phase = workloads.RENDER_PHASE
-    with workloads.render_server(setup) as url:
+    with workloads.render_server(setup, setup.messages("slice")) as url:
         print(f"  vLLM render server at {url}", flush=True)
         commands = [
             workloads.entry_point(setup, NEW, "entry-0.9-http", "slice", args.workers,

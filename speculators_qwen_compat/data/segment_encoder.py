@@ -14,10 +14,17 @@ pre-tokenizing (the ``tokenizers`` library's added-vocabulary pass, leftmost-lon
 the ids of a text are the ids of its pieces laid end to end; a piece seen before is looked up.
 Anything else (and any tokenizer whose first texts do not come out identical to its own
 ``encode``, checked per process) is encoded whole, exactly as before.
+
+The previous text is kept too: the next render of the same conversation mostly repeats it, so
+the ids up to the last added token both texts share (far enough inside the shared characters
+that no longer match could start there) are reused and only the rest is split and looked up.
+Without it every render hashed and looked up every piece of its whole prefix again, which made
+a k-turn conversation quadratic in its length.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import sys
@@ -46,6 +53,12 @@ class SegmentEncoder:
         self.held = 0  # bytes of text and ids in ``pieces``
         self.to_check = CHECKED_TEXTS
         self.splitter, self.special_ids = self._added_tokens()
+        self.longest = max(map(len, self.special_ids), default=0)
+        # the previous text, its ids, and where its added tokens end: (character, ids so far)
+        self.last_text = ""
+        self.last_ids: list[int] = []
+        self.cut_ends: list[int] = []
+        self.cut_counts: list[int] = []
 
     def _added_tokens(self) -> tuple[re.Pattern[str] | None, dict[str, int]]:
         if self.backend is None or getattr(self.tokenizer, "split_special_tokens", False):
@@ -84,17 +97,37 @@ class SegmentEncoder:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _by_pieces(self, text: str) -> list[int]:
-        ids: list[int] = []
-        for index, piece in enumerate(self.splitter.split(text)):  # type: ignore[union-attr]
+        start, kept = self._reusable(text)
+        ids = self.last_ids[:kept]
+        ends = self.cut_ends[: bisect.bisect_right(self.cut_ends, start)]
+        counts = self.cut_counts[: len(ends)]
+        at = start
+        rest = text[start:] if start else text
+        for index, piece in enumerate(self.splitter.split(rest)):  # type: ignore[union-attr]
+            at += len(piece)
             if index % 2:  # odd parts are the captured added tokens
                 ids.append(self.special_ids[piece])
+                ends.append(at)
+                counts.append(len(ids))
             elif piece:
                 known = self.pieces.get(piece)
                 if known is None:
                     known = array("i", self.backend.encode(piece, add_special_tokens=False).ids)
                     self._keep(piece, known)
                 ids.extend(known)
-        return ids
+        self.last_text, self.last_ids, self.cut_ends, self.cut_counts = text, ids, ends, counts
+        return list(ids)
+
+    def _reusable(self, text: str) -> tuple[int, int]:
+        """Where the new text's split may start over, and how many of the previous ids precede
+        it: the end of the previous text's last added token such that every position scanned
+        before it sees only characters the two texts share (an added token is matched
+        leftmost-longest, looking at most ``longest`` characters ahead)."""
+        shared = _common_prefix(self.last_text, text)
+        at = bisect.bisect_right(self.cut_ends, shared - self.longest + 1) - 1
+        if at < 0:
+            return 0, 0
+        return self.cut_ends[at], self.cut_counts[at]
 
     def _keep(self, piece: str, known: array[int]) -> None:
         size = sys.getsizeof(piece) + sys.getsizeof(known)
@@ -105,6 +138,20 @@ class SegmentEncoder:
             self.held = 0
         self.pieces[piece] = known
         self.held += size
+
+
+def _common_prefix(first: str, second: str) -> int:
+    """The length of the longest common prefix, by bisection over C-level comparisons."""
+    low, high = 0, min(len(first), len(second))
+    if first[:high] == second[:high]:
+        return high
+    while high - low > 1:  # first[:low] == second[:low], first[:high] != second[:high]
+        middle = (low + high) // 2
+        if first[low:middle] == second[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 _encoders: dict[int, SegmentEncoder] = {}

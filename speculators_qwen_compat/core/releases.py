@@ -25,6 +25,7 @@ class Release:
 _SCRIPT_ERA = {
     "forked_tokenizer": APPLIED,
     "offsets_loss_mask": APPLIED,
+    "row_tensors": NOT_NEEDED,
     "local_render": NOT_NEEDED,
     "overwrite_guard": NOT_NEEDED,
     "sample_drops": NOT_APPLICABLE,
@@ -34,6 +35,7 @@ _RENDER_ERA = {
     "offsets_loss_mask": NOT_NEEDED,
     "mask_probe": NOT_NEEDED,
     "local_render": APPLIED,
+    "row_tensors": APPLIED,
     "overwrite_guard": APPLIED,
     "sample_drops": APPLIED,
 }

@@ -9,6 +9,7 @@ from speculators_qwen_compat.fixes.data.mask_probe import MaskProbeFix
 from speculators_qwen_compat.fixes.data.offsets_loss_mask import OffsetsLossMaskFix
 from speculators_qwen_compat.fixes.data.overwrite_guard import OverwriteGuardFix
 from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
+from speculators_qwen_compat.fixes.data.row_tensors import RowTensorsFix
 from speculators_qwen_compat.fixes.data.run_report import RunReportFix
 from speculators_qwen_compat.fixes.data.token_frequency import TokenFrequencyFix
 from speculators_qwen_compat.fixes.training.mask_token import MaskTokenFix
@@ -21,6 +22,7 @@ ALL_FIXES = (
     RowGuardFix,  # inside: splits a batch into rows
     ConversationsFix,  # outside: reads and normalises the batch, drops unreadable rows
     LocalRenderFix,
+    RowTensorsFix,
     ForkedTokenizerFix,
     TokenFrequencyFix,  # inside run_report's wrapper: a refused run writes no count
     RunReportFix,

@@ -9,13 +9,35 @@ as datasets' map does: the workers then leave those pages unwritten). Objects ar
 reference counting; atexit handlers and weakref finalizers still run. Called by this package's
 own commands only (prepare_data, status, doctor), never on the .pth path or in ``run`` and
 ``train``, whose process is the user's or upstream's program.
+
+``importing()`` also keeps the collector off while upstream is imported: the import allocates
+those millions of objects, and each threshold crossed on the way set off a collection that
+walked the growing heap again (measured here: 0.6-0.9 s of CPU of a 0.9.0 prepare_data run on
+2,000 conversations); an import makes almost no cyclic garbage, and what it makes is frozen
+with the rest.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NoReturn
+
+
+@contextmanager
+def importing() -> Iterator[None]:
+    """The collector paused for the block (upstream's import), everything then frozen, and the
+    collector back as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        freeze()
+        if enabled:
+            gc.enable()
 
 
 def freeze() -> None:

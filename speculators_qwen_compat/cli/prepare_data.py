@@ -102,16 +102,15 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     wants_help = "-h" in rest or "--help" in rest
     if not wants_help:
         check_temp_folder()
-    with compile_on_first_call():
+    with frozen_imports.importing(), compile_on_first_call():
         typer_command = has_module(CLI_PREPARE_DATA)  # imports speculators: most of the start-up
-    frozen_imports.freeze()
     if typer_command:
         code, staged = _run_typer_command(rest, wants_help)
     else:
         from speculators_qwen_compat.cli import release_script
 
         log_to_stderr(UPSTREAM_LOGGER)  # the git-only script we stand in for showed its lines
-        with compile_on_first_call():
+        with frozen_imports.importing(), compile_on_first_call():
             preprocessing = import_preprocessing()
         if wants_help:
             release_script.build_parser(preprocessing, PROG).print_help()

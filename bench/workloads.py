@@ -21,7 +21,6 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))  # the package's stdlib-only sample data, from the tools venv
 
 from speculators_qwen_compat import demo  # noqa: E402
-from speculators_qwen_compat.data.render import request_messages  # noqa: E402
 from speculators_qwen_compat.demo.sample_data import from_sharegpt  # noqa: E402
 
 SWITCH = "SPECULATORS_QWEN_COMPAT"
@@ -241,17 +240,19 @@ def render_server(setup: Setup, warm_up: Path) -> Iterator[str]:
 
 
 def _warm(server: Any, messages: Path) -> None:
+    """Each conversation's prompt and full render, as the tests' parity corpus sends them."""
+    body_of = _tests_module("parity_corpus").server_body
     with messages.open(encoding="utf-8") as lines:
         for _, line in zip(range(WARM_UP), lines, strict=False):
             row = json.loads(line)
+            tools = {"tools": row["tools"]} if row.get("tools") else {}
             for generation_prompt in (True, False):
-                body = {
-                    "messages": request_messages(row["messages"]),
+                case = {
+                    **tools,
+                    "messages": row["messages"],
                     "add_generation_prompt": generation_prompt,
                 }
-                if row.get("tools"):
-                    body["tools"] = row["tools"]
-                status, answer = server.render(body)
+                status, answer = server.render(body_of(case))
                 if status != 200:
                     raise SystemExit(f"vLLM warm-up render failed ({status}): {answer}")
 

@@ -97,12 +97,11 @@ class SegmentEncoder:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _by_pieces(self, text: str) -> list[int]:
-        start, kept = self._reusable(text)
-        ids = self.last_ids[:kept]
-        ends = self.cut_ends[: bisect.bisect_right(self.cut_ends, start)]
-        counts = self.cut_counts[: len(ends)]
-        at = start
-        rest = text[start:] if start else text
+        cuts = self._reusable_cuts(text)  # the previous text's first cuts that still hold
+        ends, counts = self.cut_ends[:cuts], self.cut_counts[:cuts]
+        at = ends[-1] if cuts else 0
+        ids = self.last_ids[: counts[-1]] if cuts else []
+        rest = text[at:] if at else text
         for index, piece in enumerate(self.splitter.split(rest)):  # type: ignore[union-attr]
             at += len(piece)
             if index % 2:  # odd parts are the captured added tokens
@@ -118,16 +117,13 @@ class SegmentEncoder:
         self.last_text, self.last_ids, self.cut_ends, self.cut_counts = text, ids, ends, counts
         return list(ids)
 
-    def _reusable(self, text: str) -> tuple[int, int]:
-        """Where the new text's split may start over, and how many of the previous ids precede
-        it: the end of the previous text's last added token such that every position scanned
-        before it sees only characters the two texts share (an added token is matched
-        leftmost-longest, looking at most ``longest`` characters ahead)."""
+    def _reusable_cuts(self, text: str) -> int:
+        """How many of the previous text's cuts (added-token ends) hold for the new text too:
+        those such that every position scanned before them sees only characters the two texts
+        share (an added token is matched leftmost-longest, looking at most ``longest``
+        characters ahead); the new text's split starts over at the last of them."""
         shared = _common_prefix(self.last_text, text)
-        at = bisect.bisect_right(self.cut_ends, shared - self.longest + 1) - 1
-        if at < 0:
-            return 0, 0
-        return self.cut_ends[at], self.cut_counts[at]
+        return bisect.bisect_right(self.cut_ends, shared - self.longest + 1)
 
     def _keep(self, piece: str, known: array[int]) -> None:
         size = sys.getsizeof(piece) + sys.getsizeof(known)

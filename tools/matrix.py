@@ -22,7 +22,9 @@ Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it n
 - ``vllm``: tests marked ``vllm`` (parity with a real vLLM), on the newest release.
 - ``pipeline``: tests/pipeline (``make test-pipeline``: prepare_data, a real vLLM's hidden
   states, a training step), on the newest release with the vLLM venv.
-At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``.
+At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``;
+a full run (every release, no pytest arguments) writes its times into docs/maintainers.md
+(the ``matrix-times`` block).
 Exits 1 when any part failed (a test pass that selects no test fails, unless declared in
 EXPECTED_EMPTY) or a fix's state differs from releases.py. ``--prebuilt`` uses the
 environments and this checkout's venvs as they are (no build, no wheel install). Logs:
@@ -46,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+import doc_block  # noqa: E402
 from scheduler import Job, Outcome, run_jobs  # noqa: E402
 
 from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
@@ -333,6 +336,27 @@ def times_table(outcomes: list[Outcome], total: float) -> str:
     return "\n".join(lines)
 
 
+#: Where a full run's times are written (tools/doc_block.py's block ``matrix-times``).
+TIMES_DOC = ROOT / "docs" / "maintainers.md"
+
+
+def record_times(table: str, result: str) -> None:
+    """The last full run's times in docs/maintainers.md: when, at which commit, on what."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip() or "unknown"  # fmt: skip
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    body = (
+        f"Written by tools/matrix.py at the end of the last full `make test`: {when}, commit "
+        f"{head}{' with local changes' if dirty else ''}, {os.cpu_count()} cores, load average "
+        f"at the end {load} (other jobs may have shared the cores); `{result}`.\n\n"
+        f"```\n{table}\n```"
+    )
+    doc_block.write(TIMES_DOC, "matrix-times", body)
+
+
 def _clock(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
@@ -373,7 +397,8 @@ def main(argv: list[str]) -> int:
     )
     by_name = {o.name: o for o in outcomes}
     total = time.monotonic() - started
-    print("\n" + times_table(outcomes, total))
+    times = times_table(outcomes, total)
+    print("\n" + times)
     ordered = {r: states[r] for r in sorted(states, key=_version)}
     rendered = fix_table(ordered, by_name)
     (BUILD / "matrix.md").write_text(rendered + "\n")
@@ -388,7 +413,11 @@ def main(argv: list[str]) -> int:
     passed, failed = sum(p for p, _ in tests), sum(f for _, f in tests)
     broken = [o.name for o in outcomes if not o.ok]
     parts = f" ({len(broken)} parts failed or not run: {', '.join(broken)})" if broken else ""
-    print(f"matrix: {passed} passed, {failed} failed{parts}")
+    result = f"matrix: {passed} passed, {failed} failed{parts}"
+    print(result)
+    if not (args.quick or args.releases or pytest_args):  # a full run: its times are the record
+        record_times(times, result)
+        print(f"wrote the times into {TIMES_DOC.relative_to(ROOT)}")
     return 0 if all(o.ok for o in outcomes) else 1
 
 

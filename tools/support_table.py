@@ -11,13 +11,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import doc_block  # noqa: E402
 
 from speculators_qwen_compat.core.releases import (  # noqa: E402
     TESTED_RELEASES,
     UNTESTABLE_RELEASES,
 )
 
-START, END = "<!-- releases:start -->", "<!-- releases:end -->"
 README = ROOT / "README.md"
 
 
@@ -36,9 +38,7 @@ def render() -> str:
 
 
 def updated(text: str) -> str:
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{render()}\n{END}{tail}"
+    return doc_block.replaced(text, "releases", render())
 
 
 def main(argv: list[str]) -> int:

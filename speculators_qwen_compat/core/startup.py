@@ -10,6 +10,10 @@ it), installs the fixes with the switch as read at start-up, before any of specu
 ``registry.registry()`` settles a waiting install too, so ``install()``, ``uninstall()``,
 ``installed()`` and ``status()`` behave as if the fixes had been installed at start-up.
 
+The fixes themselves live above core, which imports nothing above it: the package's
+``__init__`` (imported before any of its modules, the ``.pth``'s included) hands the catalogue
+down through ``hand_catalogue``, and the registry loads it on first use.
+
 Only ``os`` and ``sys`` are imported here.
 """
 
@@ -17,6 +21,10 @@ from __future__ import annotations
 
 import os
 import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 #: Environment switch: unset, ``on`` or ``1``: every fix on; ``off`` or ``0``: the .pth stays
 #: idle; ``off:NAME,NAME``: those fixes off, the others on. Anything else is reported in one
@@ -32,6 +40,23 @@ _waiting: set[str] | None = None
 #: Why the deferred install failed (say, wrapt is missing); None when it did not fail.
 activation_error: str | None = None
 _said: set[str] = set()
+#: Returns the fix classes in the order they apply; handed down by the package's ``__init__``.
+_catalogue: Callable[[], Sequence[type]] | None = None
+
+
+def hand_catalogue(load: Callable[[], Sequence[type]]) -> None:
+    """Name where the fixes come from: ``load()`` returns their classes, in the order they
+    apply. Called by the package's ``__init__``; the registry calls ``load`` once, when first
+    used."""
+    global _catalogue
+    _catalogue = load
+
+
+def catalogue() -> Sequence[type]:
+    """The fix classes handed down by ``hand_catalogue``."""
+    if _catalogue is None:  # only if core were imported outside its package
+        raise RuntimeError("no fix catalogue: hand_catalogue() was never called")
+    return _catalogue()
 
 
 def say(message: str) -> None:

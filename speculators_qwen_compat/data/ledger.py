@@ -80,7 +80,8 @@ def reject(exc: BaseException, where: str = "") -> None:
     template or normaliser rejection), else recorded as an error of upstream or ours, which
     is not a skip and fails the run past a few (fixes/data/run_report.py). A ``CompatError``
     (fatal on purpose, e.g. data/render_faults.py's) is raised again: it ends the run."""
-    from speculators_qwen_compat.core.errors import CompatError, is_data_problem, reason_of
+    from speculators_qwen_compat.core.errors import CompatError, reason_of
+    from speculators_qwen_compat.data.row_errors import is_data_problem
 
     if isinstance(exc, CompatError):  # fatal on purpose (a render server gone): not a row's
         raise exc

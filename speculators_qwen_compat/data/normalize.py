@@ -84,7 +84,7 @@ __all__ = ["CONVERSATION_KEYS", "BadConversation", "Normalized", "normalize_row"
 class BadConversation(ValueError):
     """A row that cannot become a conversation; the message is the skip reason."""
 
-    data_problem = True  # counted as a skipped row, never as a bug (core/errors.py)
+    data_problem = True  # counted as a skipped row, never as a bug (data/row_errors.py)
 
 
 @dataclass

@@ -11,7 +11,7 @@ Here (``render``, called with upstream's undecorated function):
 - a 4xx other than 401/403/404/405/407/408/429 whose body is a JSON error object is the
   server's refusal of this request (a template or validation error: "No user query found in
   messages.", a tool call vLLM does not accept, a prompt over ``--max-model-len``): raised as
-  upstream raised it and counted as a skip (core/errors.py);
+  upstream raised it and counted as a skip (data/row_errors.py);
 - anything else the server or the network does (connection refused or reset, timeouts, 5xx,
   408/429, 401/403/404/405, a reply that is not JSON or holds no ``token_ids`` list) is retried
   with backoff (1 s doubling to 15 s) for ``RETRY_SECONDS`` (a wrong address, 401/403/404/405,

@@ -59,3 +59,23 @@ def test_declared_empty_and_narrowed_runs_may_select_nothing(matrix, monkeypatch
     monkeypatch.setitem(matrix.EXPECTED_EMPTY, "tier", "no such tests yet")
     assert matrix.verdict("tier", code, "5 deselected")[0]
     assert not matrix.verdict("tier", 1, "1 failed")[0]
+
+
+def test_a_full_run_writes_its_times_into_the_maintainers_guide(
+    matrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    guide = tmp_path / "maintainers.md"
+    text = (ROOT / "docs" / "maintainers.md").read_text(encoding="utf-8")
+    guide.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(matrix, "TIMES_DOC", guide)
+    outcome = matrix.Outcome("pure", "test", True, "3 passed", started=0.0, ended=62.0)
+    table = matrix.times_table([outcome], 62.0)
+    matrix.record_times(table, "matrix: 3 passed, 0 failed")
+    written = guide.read_text(encoding="utf-8")
+    start, end = "<!-- matrix-times:start -->", "<!-- matrix-times:end -->"
+    block = written[written.index(start) : written.index(end)]
+    assert table in block and "`matrix: 3 passed, 0 failed`" in block
+    assert "1m02s" in block
+    # nothing outside the block changed
+    assert written[: written.index(start)] == text[: text.index(start)]
+    assert written[written.index(end) :] == text[text.index(end) :]

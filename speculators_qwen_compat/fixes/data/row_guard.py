@@ -23,6 +23,8 @@ In every release a row with no supervised token left (no assistant turn, or none
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
+from inspect import BoundArguments
 from types import ModuleType
 from typing import Any
 
@@ -92,31 +94,43 @@ class RowGuardFix(Fix):
             _guard_rows(found, patcher)
 
 
+@dataclass
+class _RowState:
+    """The row in progress, shared by the batch guard and the mask wrapper inside its call."""
+
+    ordinals: list[int] = field(default_factory=list)  # its weight-0 assistant turns' ranks
+    turns: int = 0  # its assistant turns as written
+    placed: bool = False  # the weight-0 turns were unset in a pattern mask
+    error: Exception | None = None  # why placing them failed (0.7 catches it inside the row)
+    rendered: weights.RowTurns | None = None
+
+
 def _guard_rows(found: Found, patcher: Patcher) -> None:
     """<= 0.7: upstream's batch function on the whole batch; only a batch that raises or gives
     fewer rows than conversations is halved, down to single rows (``ROW_BY_ROW``), so that one
     bad row costs only itself. Rows with weight-0 turns go alone (their masks are unset inside
     upstream's call)."""
-    module = found.module
-
-    current: dict[str, Any] = {
-        "ordinals": [], "turns": 0, "placed": False, "error": None, "rendered": None
-    }  # fmt: skip
+    current = _RowState()
 
     def loss_mask_from_offsets(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         mask = wrapped(*args, **kwargs)
-        if current["ordinals"]:
+        if current.ordinals:
             arguments = bind(wrapped, args, kwargs).arguments
-            text = arguments["text"]
-            offsets = arguments["offsets"]
-            pattern = arguments["assistant_pattern"]
-            turns = current["rendered"].assistant_turns or current["turns"]
+            rendered = current.rendered
+            turns = (rendered.assistant_turns if rendered else None) or current.turns
             try:
-                weights.unset_matches(mask, text, offsets, pattern, current["ordinals"], turns)
+                weights.unset_matches(
+                    mask,
+                    arguments["text"],
+                    arguments["offsets"],
+                    arguments["assistant_pattern"],
+                    current.ordinals,
+                    turns,
+                )
             except weights.WeightsUnplaceable as exc:
-                current["error"] = exc
+                current.error = exc
                 raise
-            current["placed"] = True
+            current.placed = True
         return mask
 
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -124,100 +138,116 @@ def _guard_rows(found: Found, patcher: Patcher) -> None:
         examples = bound.arguments["examples"]
         if is_pretokenized(examples) or not examples.get("conversations"):
             return wrapped(*args, **kwargs)
-        processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
-        max_length = bound.arguments["max_length"]
-        # Upstream drops rows under --minimum-valid-tokens without a word: filter here instead,
-        # so that such a row is counted with its own reason.
-        minimum = bound.arguments.get("minimum_valid_tokens")
-        if minimum is not None:
-            bound.arguments["minimum_valid_tokens"] = None
-        contexts = examples.get(CONTEXT_COLUMN)
-        merged: dict[str, list[Any]] = {}
-
-        def rows(start: int, stop: int) -> dict[str, list[Any]]:
-            return {k: v[start:stop] for k, v in examples.items()}
-
-        def settle(i: int, out: dict[str, list[Any]], j: int | None) -> None:
-            """Count conversation ``i`` by its row ``j`` of ``out`` (None: it gave none) and
-            keep that row when it supervises enough tokens."""
-            where = _where(examples, i)
-            mask = out["loss_mask"][j] if j is not None else None
-            if mask is not None and _supervised(mask):
-                if not _enough(mask, minimum):
-                    ledger.skip(BELOW_MINIMUM, where)
-                    return
-                ledger.keep()
-                for column, values in out.items():
-                    merged.setdefault(column, []).append(values[j])
-            elif current["error"] is not None:  # 0.7 catches and logs it inside the row
-                ledger.reject(current["error"], where)
-            else:
-                _diagnose(module, rows(i, i + 1), processor, where)
-
-        def one_row(i: int) -> None:
-            conversation = examples["conversations"][i]
-            current["ordinals"] = weights.assistant_ordinals(
-                conversation, contexts[i] if contexts else []
-            )
-            current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
-            current["placed"], current["error"] = False, None
-            try:
-                bound.arguments["examples"] = rows(i, i + 1)
-                with weights.rendering_row() as rendered:
-                    current["rendered"] = rendered
-                    out = call(wrapped, bound)
-                if current["ordinals"] and not current["placed"]:
-                    for mask in out.get("loss_mask", []):
-                        clipped = isinstance(max_length, int) and len(mask) >= max_length
-                        turns = rendered.assistant_turns or current["turns"]
-                        weights.unset_runs(mask, current["ordinals"], turns, clipped)
-            except Exception as exc:
-                ledger.reject(exc, _where(examples, i))
-                return
-            finally:
-                current["ordinals"] = []
-            settle(i, out, 0 if out.get("loss_mask") else None)
-
-        def span(start: int, stop: int) -> None:
-            """Rows ``start:stop`` in one call; halved when upstream raises or drops a row
-            (at most one row per conversation, in order: as many out as in is row i from
-            conversation i)."""
-            if stop - start <= ROW_BY_ROW:
-                for i in range(start, stop):
-                    one_row(i)
-                return
-            current["error"] = None
-            bound.arguments["examples"] = rows(start, stop)
-            try:
-                out = call(wrapped, bound)
-            except Exception:
-                out = None
-            if out is None or len(out.get("loss_mask", ())) != stop - start:
-                middle = (start + stop) // 2
-                span(start, middle)
-                span(middle, stop)
-                return
-            for j, i in enumerate(range(start, stop)):
-                settle(i, out, j)
-
-        n = batch_length(examples)
-        with ledger.batch(n):
-            start = 0
-            for i in range(n):
-                if contexts and contexts[i]:  # weight-0 turns: unset in this row's own call
-                    span(start, i)
-                    one_row(i)
-                    start = i + 1
-            span(start, n)
-        if not merged:  # every row skipped: the columns upstream would have given
-            merged = {"input_ids": [], "loss_mask": [], "seq_len": []}
-            if _is_multimodal(processor):
-                merged["messages"] = []
-        return merged
+        return _BatchGuard(found.module, wrapped, bound, current).run()
 
     patcher.wrap(*found.place(SCRIPT_BATCH), preprocess_batch)
     if found.has(OFFSETS):
         patcher.wrap(*found.place(OFFSETS), loss_mask_from_offsets)
+
+
+class _BatchGuard:
+    """One call of upstream's ``_preprocess_batch`` (<= 0.7), guarded: every conversation of
+    the batch counted once (kept, skipped or an error) and the rows kept merged in order."""
+
+    def __init__(
+        self, module: ModuleType, wrapped: Any, bound: BoundArguments, current: _RowState
+    ) -> None:
+        self.module, self.wrapped, self.bound, self.current = module, wrapped, bound, current
+        self.examples: dict[str, list[Any]] = bound.arguments["examples"]
+        self.processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
+        self.max_length = bound.arguments["max_length"]
+        # Upstream drops rows under --minimum-valid-tokens without a word: filter here instead,
+        # so that such a row is counted with its own reason.
+        self.minimum = bound.arguments.get("minimum_valid_tokens")
+        if self.minimum is not None:
+            bound.arguments["minimum_valid_tokens"] = None
+        self.contexts = self.examples.get(CONTEXT_COLUMN)
+        self.merged: dict[str, list[Any]] = {}
+
+    def run(self) -> dict[str, list[Any]]:
+        n = batch_length(self.examples)
+        with ledger.batch(n):
+            start = 0
+            for i in range(n):
+                if self.contexts and self.contexts[i]:  # weight-0 turns: unset in its own call
+                    self.span(start, i)
+                    self.one_row(i)
+                    start = i + 1
+            self.span(start, n)
+        if self.merged:
+            return self.merged
+        # every row skipped: the columns upstream would have given
+        empty: dict[str, list[Any]] = {"input_ids": [], "loss_mask": [], "seq_len": []}
+        if _is_multimodal(self.processor):
+            empty["messages"] = []
+        return empty
+
+    def rows(self, start: int, stop: int) -> dict[str, list[Any]]:
+        return {k: v[start:stop] for k, v in self.examples.items()}
+
+    def span(self, start: int, stop: int) -> None:
+        """Rows ``start:stop`` in one call; halved when upstream raises or drops a row (at most
+        one row per conversation, in order: as many out as in is row i from conversation i)."""
+        if stop - start <= ROW_BY_ROW:
+            for i in range(start, stop):
+                self.one_row(i)
+            return
+        self.current.error = None
+        self.bound.arguments["examples"] = self.rows(start, stop)
+        try:
+            out = call(self.wrapped, self.bound)
+        except Exception:
+            out = None
+        if out is None or len(out.get("loss_mask", ())) != stop - start:
+            middle = (start + stop) // 2
+            self.span(start, middle)
+            self.span(middle, stop)
+            return
+        for j, i in enumerate(range(start, stop)):
+            self.settle(i, out, j)
+
+    def one_row(self, i: int) -> None:
+        """Row ``i`` alone, its weight-0 turns unset in (or after) upstream's call."""
+        current = self.current
+        conversation = self.examples["conversations"][i]
+        current.ordinals = weights.assistant_ordinals(
+            conversation, self.contexts[i] if self.contexts else []
+        )
+        current.turns = sum(t.get("role") == "assistant" for t in conversation)
+        current.placed, current.error = False, None
+        try:
+            self.bound.arguments["examples"] = self.rows(i, i + 1)
+            with weights.rendering_row() as rendered:
+                current.rendered = rendered
+                out = call(self.wrapped, self.bound)
+            if current.ordinals and not current.placed:
+                for mask in out.get("loss_mask", []):
+                    clipped = isinstance(self.max_length, int) and len(mask) >= self.max_length
+                    turns = rendered.assistant_turns or current.turns
+                    weights.unset_runs(mask, current.ordinals, turns, clipped)
+        except Exception as exc:
+            ledger.reject(exc, _where(self.examples, i))
+            return
+        finally:
+            current.ordinals = []
+        self.settle(i, out, 0 if out.get("loss_mask") else None)
+
+    def settle(self, i: int, out: dict[str, list[Any]], j: int | None) -> None:
+        """Count conversation ``i`` by its row ``j`` of ``out`` (None: it gave none) and keep
+        that row when it supervises enough tokens."""
+        where = _where(self.examples, i)
+        mask = out["loss_mask"][j] if j is not None else None
+        if mask is not None and _supervised(mask):
+            if not _enough(mask, self.minimum):
+                ledger.skip(BELOW_MINIMUM, where)
+                return
+            ledger.keep()
+            for column, values in out.items():
+                self.merged.setdefault(column, []).append(values[j])
+        elif self.current.error is not None:  # 0.7 catches and logs it inside the row
+            ledger.reject(self.current.error, where)
+        else:
+            _diagnose(self.module, self.rows(i, i + 1), self.processor, where)
 
 
 def _guard_render_rows(found: Found, patcher: Patcher) -> None:

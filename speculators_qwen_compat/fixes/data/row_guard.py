@@ -37,7 +37,7 @@ from speculators_qwen_compat.core.upstream import (
     call,
     is_pretokenized,
 )
-from speculators_qwen_compat.data import ledger, weights
+from speculators_qwen_compat.data import ledger, speculator_rows, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
@@ -66,13 +66,20 @@ RENDER_ROWS = Target(
     PREPROCESSING, "_render_conversation_rows", params=("conv", "idx", "max_length")
 )
 BOUNDARY_ROWS = Target(PREPROCESSING, "_render_boundary_rows")
+#: 0.7+: speculator-format rows (input_ids + loss_mask) are passed through here, uncounted.
+PASSTHROUGH = Target(
+    PREPROCESSING,
+    "_passthrough_pretokenized",
+    params=("examples", "max_length", "minimum_valid_tokens"),
+    optional=True,
+)
 #: 0.8+: one row per assistant turn, guarded per conversation; <= 0.7: per row of the batch.
 RENDER_ERA = Shape(
     "_render_conversation_rows guarded per conversation",
-    (BATCH, RENDER_ROWS, BOUNDARY_ROWS),
+    (BATCH, RENDER_ROWS, BOUNDARY_ROWS, PASSTHROUGH),
     when=(present(PREPROCESSING, RENDER_ROWS.path),),
 )
-SCRIPT_ERA = Shape("_preprocess_batch guarded per row", (SCRIPT_BATCH, OFFSETS))
+SCRIPT_ERA = Shape("_preprocess_batch guarded per row", (SCRIPT_BATCH, OFFSETS, PASSTHROUGH))
 
 
 class RowGuardFix(Fix):
@@ -92,6 +99,8 @@ class RowGuardFix(Fix):
             _guard_render_rows(found, patcher)
         else:
             _guard_rows(found, patcher)
+        if found.has(PASSTHROUGH):
+            patcher.wrap(*found.place(PASSTHROUGH), _count_passthrough)
 
 
 @dataclass
@@ -136,6 +145,11 @@ def _guard_rows(found: Found, patcher: Patcher) -> None:
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         bound = bind(wrapped, args, kwargs)
         examples = bound.arguments["examples"]
+        if is_pretokenized(examples) and not found.has(PASSTHROUGH):  # <= 0.6: not readable
+            with ledger.batch(batch_length(examples)):
+                for i in range(batch_length(examples)):
+                    ledger.skip(speculator_rows.UNSUPPORTED, _where(examples, i))
+            return wrapped(*args, **kwargs)
         if is_pretokenized(examples) or not examples.get("conversations"):
             return wrapped(*args, **kwargs)
         return _BatchGuard(found.module, wrapped, bound, current).run()
@@ -237,8 +251,8 @@ class _BatchGuard:
         that row when it supervises enough tokens."""
         where = _where(self.examples, i)
         mask = out["loss_mask"][j] if j is not None else None
-        if mask is not None and _supervised(mask):
-            if not _enough(mask, self.minimum):
+        if mask is not None and supervised(mask):
+            if not enough(mask, self.minimum):
                 ledger.skip(BELOW_MINIMUM, where)
                 return
             ledger.keep()
@@ -294,9 +308,9 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
             ledger.reject(state["error"], where)
         else:
             masks = [row["loss_mask"][:max_length] for row in rows]
-            if any(_enough(mask, state["minimum"]) for mask in masks if _supervised(mask)):
+            if any(enough(mask, state["minimum"]) for mask in masks if supervised(mask)):
                 ledger.keep()
-            elif any(_supervised(mask) for mask in masks):
+            elif any(supervised(mask) for mask in masks):
                 ledger.skip(BELOW_MINIMUM, where)  # upstream's _append_row "filtered"
             else:
                 ledger.skip(NOTHING_TO_SUPERVISE, where)
@@ -307,17 +321,59 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
     patcher.wrap(*found.place(RENDER_ROWS), render_conversation_rows)
 
 
+def _count_passthrough(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """0.7+: speculator-format rows counted like conversations. A row upstream cannot keep is
+    skipped with its reason (data/speculator_rows.py) and left out of upstream's call, which
+    then keeps every row it is given (0.8+ would drop a row with nothing supervised inside
+    ``--seq-length`` without a count; every release raises on a row whose lengths differ,
+    ending the run); each row's id goes to the duplicate check."""
+    bound = bind(wrapped, args, kwargs)
+    examples = bound.arguments["examples"]
+    max_length = bound.arguments["max_length"]
+    minimum = bound.arguments.get("minimum_valid_tokens")
+    n = batch_length(examples)
+    row_ids = examples.get("id")
+    keep: list[int] = []
+    with ledger.batch(n):
+        quality = ledger.quality()
+        for i in range(n):
+            where = _where(examples, i)
+            ids, mask = examples["input_ids"][i], examples["loss_mask"][i]
+            reason = speculator_rows.unusable(ids, mask, max_length)
+            if reason == speculator_rows.NOT_LISTS:
+                ledger.skip(reason, where)
+                continue
+            key = speculator_rows.identity(row_ids[i] if row_ids else None, ids, mask)
+            quality.add_key(where, speculator_rows.COLUMN, key)
+            if reason is None and not enough(mask[:max_length], minimum):
+                reason = BELOW_MINIMUM
+            if reason is not None:
+                ledger.skip(reason, where)
+                continue
+            keep.append(i)
+        bound.arguments["examples"] = {
+            column: [examples[column][i] for i in keep] for column in ("input_ids", "loss_mask")
+        }
+        out = call(wrapped, bound)
+        kept = len(out["input_ids"])
+        for _ in range(kept):
+            ledger.keep()
+        for _ in range(len(keep) - kept):  # no release drops more: counted if one does
+            ledger.skip(speculator_rows.DROPPED_UPSTREAM)
+    return out
+
+
 def _where(examples: dict[str, list[Any]], i: int) -> str:
     sources = examples.get(SOURCE_COLUMN)
     return sources[i] if sources else f"row {i} of its batch"
 
 
-def _supervised(mask: Any) -> bool:
+def supervised(mask: Any) -> bool:
     total = mask.sum() if hasattr(mask, "sum") else sum(mask)
     return bool(total > 0)
 
 
-def _enough(mask: Any, minimum: int | None) -> bool:
+def enough(mask: Any, minimum: int | None) -> bool:
     if minimum is None:
         return True
     total = mask.sum() if hasattr(mask, "sum") else sum(mask)

@@ -20,6 +20,11 @@ Targets in ``preprocessing``:
   map on a turn that is not a mapping (all). Replaced by the idempotent normaliser, which
   follows the installed release for roles outside its table (dropped on <= 0.7, assistant on
   0.8+: the shape decides, ``_warned_roles``/``_render_boundary_rows`` present meaning 0.8+).
+- ``concatenate_datasets`` as preprocessing binds it (optional): several ``--data`` mixing
+  speculator-format rows with conversations have different integer column types, which
+  upstream's concatenation refuses (docs/upstream.md "Speculator-format rows"); the parts are
+  cast to one set of types first (data/speculator_rows.py ``aligned``). Speculator-format files
+  are read by upstream, with each row's source added for the counts.
 Shape needed: those three functions; ``load_raw_dataset`` either takes ``num_proc`` and returns
 a dataset (<= 0.5) or takes only the path and returns ``(dataset, normalize_fn)`` (0.6+).
 """

@@ -18,6 +18,11 @@ Weight-0 assistant turns (data/weights.py) are unset here too: on <= 0.7 in the 
 are corrected after the row), on 0.8+ by dropping their boundary rows.
 In every release a row with no supervised token left (no assistant turn, or none inside
 ``--seq-length``) is dropped and counted too: <= 0.6 keeps such all-zero rows.
+Speculator-format rows (``input_ids`` + ``loss_mask``, what ``regenerate-responses`` writes;
+docs/upstream.md "Speculator-format rows") are counted like conversations: 0.7+ pass them
+through ``_passthrough_pretokenized`` (optional target), uncounted; the rows it cannot keep are
+skipped with their reasons first (data/speculator_rows.py). <= 0.6 cannot use them: each is a
+counted skip saying so.
 """
 
 from __future__ import annotations

@@ -81,8 +81,12 @@ def _speculator_file(path: Path, model: Path) -> tuple[list[dict[str, Any]], str
     return rows, too_long["id"]
 
 
-def _pairs(rows: list[dict[str, list[int]]]) -> Counter[str]:
-    return Counter(json.dumps([list(r["input_ids"]), list(r["loss_mask"])]) for r in rows)
+def _pairs(rows: Any) -> Counter[str]:
+    """Rows by value (0.7 stores masks as bool, as its rendered rows: True is 1)."""
+    return Counter(
+        json.dumps([[int(v) for v in r["input_ids"]], [int(v) for v in r["loss_mask"]]])
+        for r in rows
+    )
 
 
 def test_regenerated_rows_mixed_with_conversations(qwen36_dir: Path, tmp_path: Path) -> None:

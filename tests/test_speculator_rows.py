@@ -141,9 +141,13 @@ def test_mixed_parts_cast_to_one_type_values_unchanged() -> None:
     to ``aligned``'s features it accepts them, with the same values."""
     from datasets import Dataset, concatenate_datasets
 
-    rendered = Dataset.from_dict({"input_ids": [[1, 2]], "loss_mask": [[0, 1]]})
-    rendered = rendered.cast(aligned_types("int32", "bool"))
-    passed = Dataset.from_dict({"input_ids": [[3, 2**31 - 1]], "loss_mask": [[1, 1]]})
+    rendered = Dataset.from_dict(
+        {"input_ids": [[1, 2]], "loss_mask": [[0, 1]]}, features=aligned_types("int32", "bool")
+    )
+    passed = Dataset.from_dict(
+        {"input_ids": [[3, 2**31 - 1]], "loss_mask": [[1, 1]]},
+        features=aligned_types("int64", "int64"),
+    )
     with pytest.raises(ValueError, match="can't be aligned"):
         concatenate_datasets([rendered, passed])
     features = speculator_rows.aligned([rendered.features, passed.features])

@@ -45,15 +45,14 @@ def place_kill(point: str) -> None:
     elif point == "during-map":
         from speculators_qwen_compat.data import ledger
 
-        original_flush = ledger.flush
+        original_write = ledger._write
 
-        def flush_then_die() -> None:
-            seen = ledger._pending.seen
-            original_flush()
-            if seen and os.environ.get(ledger.LEDGER_ENV):
+        def write_then_die(pending: Any) -> None:
+            original_write(pending)
+            if pending.seen and os.environ.get(ledger.LEDGER_ENV):
                 kill_everything()
 
-        ledger.flush = flush_then_die
+        ledger._write = write_then_die
     elif point == "after-map":
         original_save = Dataset.save_to_disk
 

@@ -24,8 +24,8 @@ def test_a_case_starts_as_a_fresh_interpreter(tmp_path: Path) -> None:
     look = results["look"]
     assert look.returncode == 0, look.stderr
     assert json.loads(look.stdout) == {
-        "last_run": None,
-        "announce": True,
+        "report": None,
+        "batch": None,
         "reason_logged": True,
         "env": None,
         "cwd": os.getcwd(),

@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from speculators_qwen_compat import status
 from speculators_qwen_compat.cli import frozen_imports
@@ -42,6 +42,9 @@ from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.ledger import REPORT_NAME
 from speculators_qwen_compat.data.quality import STRICT_ENV
+
+if TYPE_CHECKING:
+    from speculators_qwen_compat.fixes.data.run_report import Report
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
 OUR_HELP = """
@@ -98,14 +101,20 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     activate()
     from speculators_qwen_compat.fixes.data import run_report
 
-    run_report.announce = False  # the summary is this command's last line
+    with run_report.reporting(announce=False) as report:  # the summary is our last line
+        return _prepare_reported(rest, report)
+
+
+def _prepare_reported(rest: list[str], report: Report) -> int:
+    """The run under ``report`` (fixes/data/run_report.py), then its output committed with
+    compat_report.json and the last line."""
     wants_help = "-h" in rest or "--help" in rest
     if not wants_help:
         check_temp_folder()
     with frozen_imports.importing(), compile_on_first_call():
         typer_command = has_module(CLI_PREPARE_DATA)  # imports speculators: most of the start-up
     if typer_command:
-        code, staged = _run_typer_command(rest, wants_help)
+        code, staged = _run_typer_command(rest, wants_help, report)
     else:
         from speculators_qwen_compat.cli import release_script
 
@@ -117,7 +126,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
             print(OUR_HELP)
             return 0
         code, staged = release_script.run(preprocessing, rest, PROG)
-    outcome = run_report.last_run
+    outcome = report.outcome
     if outcome is not None:
         for name, used in sorted(outcome.tally.quality.files.items()):
             log.info("%s: conversations from %s", name, _columns_used(used.columns))
@@ -135,7 +144,9 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     return code
 
 
-def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, StagedOutput | None]:
+def _run_typer_command(
+    rest: list[str], wants_help: bool, report: Report
+) -> tuple[int, StagedOutput | None]:
     from speculators.cli import app
 
     if wants_help:
@@ -150,9 +161,6 @@ def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, StagedOu
             "(pass --render-endpoint URL to use a vLLM server)"
         )
         rest = [*rest, "--render-endpoint", "local"]
-    from speculators_qwen_compat.fixes.data import run_report
-
-    run_report.last_run = None
     staged = _stage(rest)
     if staged is not None:
         freq = _option_value(rest, "--token-freq-path", "")
@@ -167,7 +175,7 @@ def _run_typer_command(rest: list[str], wants_help: bool) -> tuple[int, StagedOu
         if staged is not None:
             staged.abandon()
         raise
-    if run_report.last_run is None and staged is not None:  # upstream stopped before the run
+    if report.outcome is None and staged is not None:  # upstream stopped before the run
         staged.abandon()
         staged = None
     return int(code or 0), staged

@@ -19,6 +19,7 @@ import traceback
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,43 +37,67 @@ EXAMPLES_PER_REASON = 5
 
 @dataclass
 class _Pending:
+    """The counts of one outermost batch (or of one event outside any batch)."""
+
     seen: int = 0
     skips: list[tuple[str, str]] = field(default_factory=list)
     notes: Counter[str] = field(default_factory=Counter)
     quality: QualityStats = field(default_factory=QualityStats)
     kept: int = 0
     errors: list[list[str]] = field(default_factory=list)  # [where, reason, traceback]
-    depth: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.seen or self.skips or self.notes or self.quality or self.kept or self.errors
+        )
 
 
-_pending = _Pending()
+#: The batch being counted: opened by the outermost ``batch`` (the first fix's wrapper around
+#: upstream's batch function), written by every fix called inside it, written out when it
+#: ends. It travels with the call, so nothing outlives the batch.
+_open: ContextVar[_Pending | None] = ContextVar("speculators_qwen_compat_batch", default=None)
+#: Reasons logged outside a run, once per process (as ``warnings`` shows a warning once).
 _warned_reasons: set[str] = set()
 
 
 @contextmanager
 def batch(rows: int) -> Iterator[None]:
-    """Count ``rows`` as read; the outermost batch writes what was counted when it ends."""
-    _pending.depth += 1
-    if _pending.depth == 1:
-        _pending.seen += rows
+    """Count ``rows`` as read; the outermost batch writes what was counted when it ends (a
+    batch opened inside another counts into the outer one)."""
+    if _open.get() is not None:
+        yield
+        return
+    pending = _Pending(seen=rows)
+    token = _open.set(pending)
     try:
         yield
     finally:
-        _pending.depth -= 1
-        if _pending.depth == 0:
-            flush()
+        _open.reset(token)
+        _write(pending)
+
+
+@contextmanager
+def _counting() -> Iterator[_Pending]:
+    """The open batch's counts, or outside any batch counts written at once."""
+    pending = _open.get()
+    if pending is not None:
+        yield pending
+        return
+    alone = _Pending()
+    yield alone
+    _write(alone)
 
 
 def skip(reason: str, where: str = "") -> None:
     """Record one skipped conversation. Outside a run the reason is logged once instead."""
-    _pending.skips.append((reason, where))
-    if _pending.depth == 0:
-        flush()
+    with _counting() as pending:
+        pending.skips.append((reason, where))
 
 
 def keep() -> None:
     """Record one conversation that gave at least one row."""
-    _pending.kept += 1
+    with _counting() as pending:
+        pending.kept += 1
 
 
 def reject(exc: BaseException, where: str = "") -> None:
@@ -88,71 +113,58 @@ def reject(exc: BaseException, where: str = "") -> None:
     if is_data_problem(exc):
         skip(reason_of(exc), where)
         return
-    text = "" if _pending.errors else "".join(traceback.format_exception(exc))
-    _pending.errors.append([where, f"{type(exc).__name__}: {reason_of(exc)}", text])
-    if _pending.depth == 0:
-        flush()
+    with _counting() as pending:
+        text = "" if pending.errors else "".join(traceback.format_exception(exc))
+        pending.errors.append([where, f"{type(exc).__name__}: {reason_of(exc)}", text])
 
 
 def note(text: str, count: int = 1) -> None:
     """Count an event that is not a skip (e.g. "turns with role 'x' treated as assistant")."""
-    _pending.notes[text] += count
-    if _pending.depth == 0:
-        flush()
+    with _counting() as pending:
+        pending.notes[text] += count
 
 
 def quality() -> QualityStats:
-    """The current batch's data-quality statistics, to add rows to."""
-    return _pending.quality
+    """The open batch's data-quality statistics, to add rows to (outside a batch: statistics
+    nobody reads)."""
+    pending = _open.get()
+    return pending.quality if pending is not None else QualityStats()
 
 
-def reset() -> None:
-    """Forget this process's pending counts and the reasons already logged: the state a fresh
-    interpreter starts with (for callers that run several runs in one process, e.g. tests)."""
-    global _pending
-    _pending = _Pending()
+def forget_logged_reasons() -> None:
+    """Log again the reasons already logged once outside a run: the state a fresh interpreter
+    starts with (for callers that run several runs in one process, e.g. tests)."""
     _warned_reasons.clear()
 
 
-def flush() -> None:
-    if not (
-        _pending.seen
-        or _pending.skips
-        or _pending.notes
-        or _pending.quality
-        or _pending.kept
-        or _pending.errors
-    ):
+def _write(pending: _Pending) -> None:
+    """Append ``pending`` to this process's ledger file of the open run; outside a run, log
+    each skip reason and note once."""
+    if not pending:
         return
     directory = os.environ.get(LEDGER_ENV)
     if directory and os.path.isdir(directory):
-        record: dict[str, Any] = {"seen": _pending.seen, "skips": _pending.skips}
-        if _pending.notes:
-            record["notes"] = dict(_pending.notes)
-        if _pending.quality:
-            record["quality"] = _pending.quality.to_json()
-        if _pending.kept:
-            record["kept"] = _pending.kept
-        if _pending.errors:
-            record["errors"] = _pending.errors
+        record: dict[str, Any] = {"seen": pending.seen, "skips": pending.skips}
+        if pending.notes:
+            record["notes"] = dict(pending.notes)
+        if pending.quality:
+            record["quality"] = pending.quality.to_json()
+        if pending.kept:
+            record["kept"] = pending.kept
+        if pending.errors:
+            record["errors"] = pending.errors
         line = json.dumps(record, ensure_ascii=False)
         with open(os.path.join(directory, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
-    else:
-        for reason, where in _pending.skips:
-            if reason not in _warned_reasons:
-                _warned_reasons.add(reason)
-                log.warning("skipped a conversation (%s): %s", where or "row", reason)
-        for text in _pending.notes:
-            if text not in _warned_reasons:
-                _warned_reasons.add(text)
-                log.warning("%s", text)
-    _pending.seen = 0
-    _pending.skips = []
-    _pending.notes = Counter()
-    _pending.quality = QualityStats()
-    _pending.kept = 0
-    _pending.errors = []
+        return
+    for reason, where in pending.skips:
+        if reason not in _warned_reasons:
+            _warned_reasons.add(reason)
+            log.warning("skipped a conversation (%s): %s", where or "row", reason)
+    for text in pending.notes:
+        if text not in _warned_reasons:
+            _warned_reasons.add(text)
+            log.warning("%s", text)
 
 
 @dataclass
@@ -223,7 +235,6 @@ class Ledger:
     """A ledger directory for one run; ``close()`` adds it up and removes it."""
 
     def __init__(self) -> None:
-        flush()  # counts from before the run do not belong to it
         # owned and swept like a run folder: a killed run's ledger does not stay in /tmp
         self.folder = run_folders.make(Path(tempfile.gettempdir()), "sqc-ledger-")
         self.directory = str(self.folder)
@@ -231,7 +242,6 @@ class Ledger:
         os.environ[LEDGER_ENV] = self.directory
 
     def tally(self) -> Tally:
-        flush()
         tally = Tally()
         for path in sorted(Path(self.directory).glob("*.jsonl")):
             for line in path.read_text(encoding="utf-8").splitlines():

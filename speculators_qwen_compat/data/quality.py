@@ -92,11 +92,9 @@ class QualityStats:
     ) -> None:
         """Count one kept row; ``raw``: its JSON text as read (hashed for the duplicate check,
         cheaper than serialising the conversation again)."""
-        stats = self.files.setdefault(file_of(source), FileStats())
-        stats.columns[column] += 1
         if raw is None:
             raw = json.dumps([conversation, tools], sort_keys=True, ensure_ascii=False)
-        stats.hashes += hashlib.blake2b(raw.strip().encode(), digest_size=HASH_BYTES).digest()
+        stats = self.add_key(source, column, raw)
         answered = False
         for index, turn in enumerate(conversation):
             if turn.get("role") != "assistant":
@@ -112,6 +110,14 @@ class QualityStats:
         if not answered:
             stats.prompt_only += 1
             stats.prompt_only_example = stats.prompt_only_example or source
+
+    def add_key(self, source: str, column: str, key: str) -> FileStats:
+        """Count one row under ``column`` and hash ``key`` for the duplicate check (a row that
+        is not a conversation, e.g. a speculator-format row, is counted by this alone)."""
+        stats = self.files.setdefault(file_of(source), FileStats())
+        stats.columns[column] += 1
+        stats.hashes += hashlib.blake2b(key.strip().encode(), digest_size=HASH_BYTES).digest()
+        return stats
 
     def to_json(self) -> dict[str, Any]:
         """Compact form for the ledger: singleton reply texts are dropped (they cannot make a

@@ -11,7 +11,8 @@ Functions (speculators.data_generation.preprocessing unless named): ``_normalize
 ``load_raw_dataset``, ``_supports_assistant_mask`` (<= 0.7), ``_preprocess_batch`` (<= 0.7),
 ``_visualize_sample``, ``render_conversation`` and ``_render_conversation_rows`` (0.8+, with an
 endpoint nothing answers: the path a URL takes stays upstream's; rows rendered by a real vLLM are
-test_render_endpoint.py's), ``load_and_preprocess_dataset`` (0.8+: that endpoint) and
+test_render_endpoint.py's), ``load_and_preprocess_dataset`` (0.8+: that endpoint),
+``_passthrough_pretokenized`` (0.7+), ``concatenate_datasets`` as preprocessing binds it, and
 ``speculators.cli.prepare_data.PREPARE_DATA_OVERWRITE_ALLOWED_FILES`` (0.8+).
 """
 
@@ -191,7 +192,7 @@ def probe(work: Path) -> dict[str, Any]:
             pre._render_conversation_rows, CONVERSATIONS["openai"], None, 0, UNREACHABLE, 256
         )
 
-    from datasets import Dataset
+    from datasets import Dataset, Features, Sequence, Value
 
     out["_visualize_sample/empty"] = call(
         pre._visualize_sample, Dataset.from_dict({"input_ids": [], "loss_mask": []}), tokenizer
@@ -200,6 +201,25 @@ def probe(work: Path) -> dict[str, Any]:
         "torch"
     )
     out["_visualize_sample/one_row"] = call(pre._visualize_sample, row, tokenizer)
+
+    if hasattr(pre, "_passthrough_pretokenized"):  # 0.7+: speculator-format rows
+        passthrough = pre._passthrough_pretokenized
+        rows = {
+            "input_ids": [[1, 2, 3], [4, 5, 6, 7, 8, 9]],
+            "loss_mask": [[0, 1, 1], [0] * 5 + [1]],
+        }
+        out["_passthrough_pretokenized/rows"] = call(passthrough, rows, 4)
+        out["_passthrough_pretokenized/minimum"] = call(passthrough, rows, 8, 2)
+        skewed = {"input_ids": [[1, 2, 3], [4, 5]], "loss_mask": [[0, 1, 1], [1]]}
+        out["_passthrough_pretokenized/lengths_differ"] = call(passthrough, skewed, 8)
+
+    def ids(values: list[int], dtype: str) -> Any:  # (datasets narrows "input_ids" itself)
+        features = Features({"input_ids": Sequence(Value(dtype)), "seq_len": Value("int64")})
+        return Dataset.from_dict({"input_ids": [values], "seq_len": [2]}, features=features)
+
+    ids32, ids64 = ids([1, 2], "int32"), ids([3, 4], "int64")
+    out["concatenate_datasets/same_types"] = call(pre.concatenate_datasets, [ids64, ids64])
+    out["concatenate_datasets/int32_and_int64"] = call(pre.concatenate_datasets, [ids32, ids64])
 
     kwargs: dict[str, Any] = {"seq_length": 256, "build_dataset_num_proc": 1,
                               "token_freq_path": str(work / "token_freq.pt")}  # fmt: skip

@@ -50,6 +50,19 @@ if not KEEPS_EMPTY_ROWS:  # 0.8+: --render-endpoint URL, upstream's own render p
         "(ValueError), or exits 0 with the rows rendered before the server went; the fix fails "
         "the run with RenderServerFailed naming the server (data/render_faults.py)"
     )
+DELIBERATE["concatenate_datasets/int32_and_int64"] = (
+    "upstream refuses datasets whose integer widths differ ('features can't be aligned'), as "
+    "a run mixing speculator-format rows with conversations has; the fix casts every part to "
+    "the narrowest (data/speculator_rows.py)"
+)
+DELIBERATE["_passthrough_pretokenized/lengths_differ"] = (
+    "upstream raises for the whole batch (the run ends); the fix skips and counts that row"
+)
+if Version("0.7") <= RELEASE < Version("0.8"):
+    DELIBERATE["_passthrough_pretokenized/rows"] = (
+        "0.7 keeps a speculator-format row with nothing supervised inside the window; the fix "
+        "drops and counts it, as 0.8+ drop it"
+    )
 if KEEPS_EMPTY_ROWS:
     DELIBERATE["load_and_preprocess_dataset/nothing_to_train_on"] = (
         "<= 0.7 keep rows with nothing to supervise (an all-zero loss mask); the fix drops and "
@@ -160,6 +173,15 @@ def test_render_path(probes: tuple[dict, dict]) -> None:
 
 def test_load_and_preprocess_dataset(probes: tuple[dict, dict]) -> None:
     check("load_and_preprocess_dataset", probes)
+
+
+@pytest.mark.skipif(Version("0.7") > RELEASE, reason="only 0.7+ pass speculator rows through")
+def test_passthrough_pretokenized(probes: tuple[dict, dict]) -> None:
+    check("_passthrough_pretokenized", probes)
+
+
+def test_concatenate_datasets(probes: tuple[dict, dict]) -> None:
+    check("concatenate_datasets", probes)
 
 
 @pytest.mark.skipif(Version("0.8") > RELEASE, reason="only 0.8+ have the --overwrite guard")

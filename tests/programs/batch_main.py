@@ -11,21 +11,23 @@ several seconds of CPU per ``python -m`` run, the bulk of a tiny run. What a cas
 behind for the next, and how each case starts as a fresh interpreter would:
 
 - put back after every case: the environment, the working directory, ``warnings``' filters
-  and its once-per-location memory (``warnings.catch_warnings`` resets both);
-- reset before every case by the package's own functions: the run report's last run, its
-  summary switch and open run (``run_report.reset``), the skip ledger's pending counts and
-  the reasons it logged once (``ledger.reset``);
+  and its once-per-location memory (``warnings.catch_warnings`` resets both), and context
+  variables (each case runs in a copy of the batch's context): the package's run state
+  travels with the call that owns it (docs/maintainers.md, "Run state"): the caller's run
+  report (fixes/data/run_report.py ``reporting``), the open run's ledger and batch counts
+  (data/ledger.py ``batch``), the row being rendered (data/weights.py ``rendering_row``);
+- reset before every case by the package's own function: the reasons the skip ledger logged
+  once outside a run (``ledger.forget_logged_reasons``), process-wide as ``warnings``' own;
 - the same for every case, so left as they are: the fixes' registry (installed once; every
   case shares the interpreter's ``SPECULATORS_QWEN_COMPAT``), the unknown-role behaviour the
   conversations fix reads from the release's shape, logging handlers (added once and
   idempotently, writing to file descriptors 1 and 2, which each case redirects), and caches
   keyed by their inputs (templates, tokenizers);
-- never left between runs: the assistant-turn count of data/weights.py, set again for every
-  conversation before it is read (row_guard resets it per row).
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import json
 import os
@@ -40,10 +42,8 @@ from speculators_qwen_compat.cli import frozen_imports
 def reset_package_state() -> None:
     """The package's per-run state as a fresh interpreter has it (see the module docstring)."""
     from speculators_qwen_compat.data import ledger
-    from speculators_qwen_compat.fixes.data import run_report
 
-    run_report.reset()
-    ledger.reset()
+    ledger.forget_logged_reasons()
 
 
 def run_case(case: dict[str, Any]) -> int:
@@ -67,7 +67,7 @@ def run_case(case: dict[str, Any]) -> int:
         with warnings.catch_warnings():
             if case["cwd"]:
                 os.chdir(case["cwd"])
-            code = main(case["args"])
+            code = contextvars.copy_context().run(main, case["args"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:

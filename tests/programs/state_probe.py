@@ -1,10 +1,9 @@
 """An entry point for batch_main.py's own test (test_batch_main.py): ``main(["dirty"])`` leaves
-behind what a run can leave in a process (a last run, the summary switched off, a skip reason
-already logged, an environment variable, another working directory, a warnings filter);
+behind what a run can leave in a process (a run report and a counted batch left open, a skip
+reason already logged, an environment variable, another working directory, a warnings filter);
 ``main(["look"])`` warns WARNING again (stderr shows it where filters and the once-per-place
 memory are fresh) and prints one JSON line of what it finds, as a fresh interpreter finds it:
-``{"last_run": null, "announce": true, "reason_logged": true, "env": null, "cwd": <the
-batch's>}``."""
+``{"report": null, "batch": null, "reason_logged": true, "env": null, "cwd": <the batch's>}``."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ import logging
 import os
 import tempfile
 import warnings
+from typing import Any
 
 from speculators_qwen_compat.data import ledger
 from speculators_qwen_compat.fixes.data import run_report
@@ -20,6 +20,7 @@ from speculators_qwen_compat.fixes.data import run_report
 REASON = "state_probe's reason"
 VARIABLE = "STATE_PROBE_LEFT_BEHIND"
 WARNING = "state_probe's warning"
+_LEFT_OPEN: list[Any] = []
 
 
 class _Lines(logging.Handler):
@@ -50,9 +51,10 @@ def _warn() -> None:
 
 def main(argv: list[str]) -> int:
     if argv == ["dirty"]:
-        run_report.last_run = run_report.RunOutcome(ledger.Tally(), 1)
-        run_report.announce = False
         _reason_logged()
+        for opened in (run_report.reporting(announce=False), ledger.batch(1)):
+            opened.__enter__()  # never left, as a crash can leave them
+            _LEFT_OPEN.append(opened)  # (kept: collecting a generator would leave it)
         _warn()
         warnings.simplefilter("ignore")
         os.environ[VARIABLE] = "1"
@@ -62,8 +64,8 @@ def main(argv: list[str]) -> int:
     print(
         json.dumps(
             {
-                "last_run": None if run_report.last_run is None else "left",
-                "announce": run_report.announce,
+                "report": None if run_report._report.get() is None else "left",
+                "batch": None if ledger._open.get() is None else "left",
                 "reason_logged": _reason_logged(),
                 "env": os.environ.get(VARIABLE),
                 "cwd": os.getcwd(),

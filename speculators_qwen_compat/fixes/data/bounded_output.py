@@ -15,6 +15,7 @@ Shape needed: the function takes the dataset first (``dataset``) and calls its `
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_applicable
@@ -30,8 +31,10 @@ BUILDERS = tuple(
 #: datasets' own ``Dataset.map``, which the builder calls with ``keep_in_memory=True``.
 DATASET_MAP = Target("datasets", "Dataset.map")
 
-#: ids of the datasets whose next ``map`` call goes to disk (set only while a builder runs).
-_on_disk: set[int] = set()
+#: The id of the dataset whose next ``map`` call goes to disk: set by the builder's wrapper for
+#: the call it wraps (it travels with that call and is put back when it returns), cleared by
+#: that one map.
+_on_disk: ContextVar[int | None] = ContextVar("speculators_qwen_compat_on_disk", default=None)
 
 
 class BoundedOutputFix(Fix):
@@ -56,15 +59,15 @@ class BoundedOutputFix(Fix):
             dataset = bind(wrapped, args, kwargs).arguments["dataset"]
             if not _from_our_reader(dataset):
                 return wrapped(*args, **kwargs)
-            _on_disk.add(id(dataset))
+            token = _on_disk.set(id(dataset))
             try:
                 return wrapped(*args, **kwargs)
             finally:
-                _on_disk.discard(id(dataset))
+                _on_disk.reset(token)
 
         def dataset_map(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            if id(instance) in _on_disk and kwargs.get("keep_in_memory"):
-                _on_disk.discard(id(instance))  # only upstream's one map over the rows
+            if _on_disk.get() == id(instance) and kwargs.get("keep_in_memory"):
+                _on_disk.set(None)  # only upstream's one map over the rows
                 kwargs = {**kwargs, "keep_in_memory": False}
             return wrapped(*args, **kwargs)
 

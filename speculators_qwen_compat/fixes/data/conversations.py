@@ -20,6 +20,11 @@ Targets in ``preprocessing``:
   map on a turn that is not a mapping (all). Replaced by the idempotent normaliser, which
   follows the installed release for roles outside its table (dropped on <= 0.7, assistant on
   0.8+: the shape decides, ``_warned_roles``/``_render_boundary_rows`` present meaning 0.8+).
+- ``concatenate_datasets`` as preprocessing binds it (optional): several ``--data`` mixing
+  speculator-format rows with conversations have different integer column types, which
+  upstream's concatenation refuses (docs/upstream.md "Speculator-format rows"); the parts are
+  cast to one set of types first (data/speculator_rows.py ``aligned``). Speculator-format files
+  are read by upstream, with each row's source added for the counts.
 Shape needed: those three functions; ``load_raw_dataset`` either takes ``num_proc`` and returns
 a dataset (<= 0.5) or takes only the path and returns ``(dataset, normalize_fn)`` (0.6+).
 """
@@ -60,6 +65,7 @@ from speculators_qwen_compat.data.normalize import (
     normalize_row,
 )
 from speculators_qwen_compat.data.render import arguments_as_mappings
+from speculators_qwen_compat.data.speculator_rows import aligned
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
 LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path", "num_proc"))
@@ -71,7 +77,9 @@ WARNED_ROLES = Target(PREPROCESSING, "_warned_roles", kind=ANY, optional=True)
 BOUNDARY_ROWS = Target(PREPROCESSING, "_render_boundary_rows", optional=True)
 #: 0.8+ render through vLLM's request handling; <= 0.7 apply the template in-process.
 RENDER = Target(PREPROCESSING, "render_conversation", kind=ANY, optional=True)
-_SHAPE_FACTS = (WARNED_ROLES, BOUNDARY_ROWS, RENDER)
+#: datasets' function as bound in preprocessing: joins the datasets of several ``--data``.
+CONCATENATE = Target(PREPROCESSING, "concatenate_datasets", params=("dsets",), optional=True)
+_SHAPE_FACTS = (WARNED_ROLES, BOUNDARY_ROWS, RENDER, CONCATENATE)
 #: <= 0.5: load_raw_dataset(path, num_proc) returns the dataset; 0.6+: load_raw_dataset(path)
 #: returns (dataset, normalize_fn).
 RETURNS_DATASET = Shape(
@@ -105,8 +113,11 @@ class ConversationsFix(Fix):
                 _require_conversations(spec, result[0] if returns_pair else result)
                 return result
             dataset = load_rows(files, os.environ.get(CONVERSATIONS_KEY_ENV) or None)
-            if dataset is None:  # pretokenized rows: upstream reads them itself
-                return wrapped(*args, **kwargs)
+            if dataset is None:  # speculator-format rows: upstream reads them itself
+                result = wrapped(*args, **kwargs)
+                if returns_pair:
+                    return (_with_sources(result[0], spec), *result[1:])
+                return _with_sources(result, spec)
             return (dataset, None) if returns_pair else dataset
 
         # <= 0.7 apply the template in-process (HF): tool-call arguments must be mappings there
@@ -155,6 +166,8 @@ class ConversationsFix(Fix):
             return turns
 
         patcher.wrap(*found.place(found.shape.targets[0]), load_raw_dataset)
+        if found.has(CONCATENATE):
+            patcher.wrap(*found.place(CONCATENATE), _concatenate_aligned)
         patcher.wrap(*found.place(BATCH), preprocess_batch)
         patcher.wrap(*found.place(NORMALIZE), normalize_turns)
 
@@ -216,6 +229,28 @@ def read_batch(
     if not any(out["tools"]):
         del out["tools"]
     return out
+
+
+def _with_sources(dataset: Any, spec: str) -> Any:
+    """Speculator-format rows as upstream read them, each with its source ``SPEC[i]`` (its
+    index in the file or folder), for the counts' examples and the duplicate check."""
+    if SOURCE_COLUMN in dataset.column_names:
+        return dataset
+    return dataset.add_column(SOURCE_COLUMN, [f"{spec}[{i}]" for i in range(len(dataset))])
+
+
+def _concatenate_aligned(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Several ``--data`` mixing speculator-format rows with conversations: every part cast
+    to the same integer widths first (data/speculator_rows.py ``aligned``); upstream's
+    concatenation refuses the mix otherwise, in every release with a pass-through."""
+    bound = bind(wrapped, args, kwargs)
+    parts = list(bound.arguments["dsets"])
+    features = aligned([part.features for part in parts]) if len(parts) > 1 else None
+    if features is not None:
+        bound.arguments["dsets"] = [
+            part if part.features == features else part.cast(features) for part in parts
+        ]
+    return call(wrapped, bound)
 
 
 def _json_row(line: str) -> dict[str, Any]:

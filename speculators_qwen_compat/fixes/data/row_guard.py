@@ -18,11 +18,18 @@ Weight-0 assistant turns (data/weights.py) are unset here too: on <= 0.7 in the 
 are corrected after the row), on 0.8+ by dropping their boundary rows.
 In every release a row with no supervised token left (no assistant turn, or none inside
 ``--seq-length``) is dropped and counted too: <= 0.6 keeps such all-zero rows.
+Speculator-format rows (``input_ids`` + ``loss_mask``, what ``regenerate-responses`` writes;
+docs/upstream.md "Speculator-format rows") are counted like conversations: 0.7+ pass them
+through ``_passthrough_pretokenized`` (optional target), uncounted; the rows it cannot keep are
+skipped with their reasons first (data/speculator_rows.py). <= 0.6 cannot use them: each is a
+counted skip saying so.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
+from inspect import BoundArguments
 from types import ModuleType
 from typing import Any
 
@@ -35,7 +42,7 @@ from speculators_qwen_compat.core.upstream import (
     call,
     is_pretokenized,
 )
-from speculators_qwen_compat.data import ledger, weights
+from speculators_qwen_compat.data import ledger, speculator_rows, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
@@ -64,13 +71,20 @@ RENDER_ROWS = Target(
     PREPROCESSING, "_render_conversation_rows", params=("conv", "idx", "max_length")
 )
 BOUNDARY_ROWS = Target(PREPROCESSING, "_render_boundary_rows")
+#: 0.7+: speculator-format rows (input_ids + loss_mask) are passed through here, uncounted.
+PASSTHROUGH = Target(
+    PREPROCESSING,
+    "_passthrough_pretokenized",
+    params=("examples", "max_length", "minimum_valid_tokens"),
+    optional=True,
+)
 #: 0.8+: one row per assistant turn, guarded per conversation; <= 0.7: per row of the batch.
 RENDER_ERA = Shape(
     "_render_conversation_rows guarded per conversation",
-    (BATCH, RENDER_ROWS, BOUNDARY_ROWS),
+    (BATCH, RENDER_ROWS, BOUNDARY_ROWS, PASSTHROUGH),
     when=(present(PREPROCESSING, RENDER_ROWS.path),),
 )
-SCRIPT_ERA = Shape("_preprocess_batch guarded per row", (SCRIPT_BATCH, OFFSETS))
+SCRIPT_ERA = Shape("_preprocess_batch guarded per row", (SCRIPT_BATCH, OFFSETS, PASSTHROUGH))
 
 
 class RowGuardFix(Fix):
@@ -90,6 +104,19 @@ class RowGuardFix(Fix):
             _guard_render_rows(found, patcher)
         else:
             _guard_rows(found, patcher)
+        if found.has(PASSTHROUGH):
+            patcher.wrap(*found.place(PASSTHROUGH), _count_passthrough)
+
+
+@dataclass
+class _RowState:
+    """The row in progress, shared by the batch guard and the mask wrapper inside its call."""
+
+    ordinals: list[int] = field(default_factory=list)  # its weight-0 assistant turns' ranks
+    turns: int = 0  # its assistant turns as written
+    placed: bool = False  # the weight-0 turns were unset in a pattern mask
+    error: Exception | None = None  # why placing them failed (0.7 catches it inside the row)
+    rendered: weights.RowTurns | None = None
 
 
 def _guard_rows(found: Found, patcher: Patcher) -> None:
@@ -97,127 +124,149 @@ def _guard_rows(found: Found, patcher: Patcher) -> None:
     fewer rows than conversations is halved, down to single rows (``ROW_BY_ROW``), so that one
     bad row costs only itself. Rows with weight-0 turns go alone (their masks are unset inside
     upstream's call)."""
-    module = found.module
-
-    current: dict[str, Any] = {
-        "ordinals": [], "turns": 0, "placed": False, "error": None, "rendered": None
-    }  # fmt: skip
+    current = _RowState()
 
     def loss_mask_from_offsets(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         mask = wrapped(*args, **kwargs)
-        if current["ordinals"]:
+        if current.ordinals:
             arguments = bind(wrapped, args, kwargs).arguments
-            text = arguments["text"]
-            offsets = arguments["offsets"]
-            pattern = arguments["assistant_pattern"]
-            turns = current["rendered"].assistant_turns or current["turns"]
+            rendered = current.rendered
+            turns = (rendered.assistant_turns if rendered else None) or current.turns
             try:
-                weights.unset_matches(mask, text, offsets, pattern, current["ordinals"], turns)
+                weights.unset_matches(
+                    mask,
+                    arguments["text"],
+                    arguments["offsets"],
+                    arguments["assistant_pattern"],
+                    current.ordinals,
+                    turns,
+                )
             except weights.WeightsUnplaceable as exc:
-                current["error"] = exc
+                current.error = exc
                 raise
-            current["placed"] = True
+            current.placed = True
         return mask
 
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         bound = bind(wrapped, args, kwargs)
         examples = bound.arguments["examples"]
+        if is_pretokenized(examples) and not found.has(PASSTHROUGH):  # <= 0.6: not readable
+            with ledger.batch(batch_length(examples)):
+                for i in range(batch_length(examples)):
+                    ledger.skip(speculator_rows.UNSUPPORTED, _where(examples, i))
+            return wrapped(*args, **kwargs)
         if is_pretokenized(examples) or not examples.get("conversations"):
             return wrapped(*args, **kwargs)
-        processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
-        max_length = bound.arguments["max_length"]
-        # Upstream drops rows under --minimum-valid-tokens without a word: filter here instead,
-        # so that such a row is counted with its own reason.
-        minimum = bound.arguments.get("minimum_valid_tokens")
-        if minimum is not None:
-            bound.arguments["minimum_valid_tokens"] = None
-        contexts = examples.get(CONTEXT_COLUMN)
-        merged: dict[str, list[Any]] = {}
-
-        def rows(start: int, stop: int) -> dict[str, list[Any]]:
-            return {k: v[start:stop] for k, v in examples.items()}
-
-        def settle(i: int, out: dict[str, list[Any]], j: int | None) -> None:
-            """Count conversation ``i`` by its row ``j`` of ``out`` (None: it gave none) and
-            keep that row when it supervises enough tokens."""
-            where = _where(examples, i)
-            mask = out["loss_mask"][j] if j is not None else None
-            if mask is not None and _supervised(mask):
-                if not _enough(mask, minimum):
-                    ledger.skip(BELOW_MINIMUM, where)
-                    return
-                ledger.keep()
-                for column, values in out.items():
-                    merged.setdefault(column, []).append(values[j])
-            elif current["error"] is not None:  # 0.7 catches and logs it inside the row
-                ledger.reject(current["error"], where)
-            else:
-                _diagnose(module, rows(i, i + 1), processor, where)
-
-        def one_row(i: int) -> None:
-            conversation = examples["conversations"][i]
-            current["ordinals"] = weights.assistant_ordinals(
-                conversation, contexts[i] if contexts else []
-            )
-            current["turns"] = sum(t.get("role") == "assistant" for t in conversation)
-            current["placed"], current["error"] = False, None
-            try:
-                bound.arguments["examples"] = rows(i, i + 1)
-                with weights.rendering_row() as rendered:
-                    current["rendered"] = rendered
-                    out = call(wrapped, bound)
-                if current["ordinals"] and not current["placed"]:
-                    for mask in out.get("loss_mask", []):
-                        clipped = isinstance(max_length, int) and len(mask) >= max_length
-                        turns = rendered.assistant_turns or current["turns"]
-                        weights.unset_runs(mask, current["ordinals"], turns, clipped)
-            except Exception as exc:
-                ledger.reject(exc, _where(examples, i))
-                return
-            finally:
-                current["ordinals"] = []
-            settle(i, out, 0 if out.get("loss_mask") else None)
-
-        def span(start: int, stop: int) -> None:
-            """Rows ``start:stop`` in one call; halved when upstream raises or drops a row
-            (at most one row per conversation, in order: as many out as in is row i from
-            conversation i)."""
-            if stop - start <= ROW_BY_ROW:
-                for i in range(start, stop):
-                    one_row(i)
-                return
-            current["error"] = None
-            bound.arguments["examples"] = rows(start, stop)
-            try:
-                out = call(wrapped, bound)
-            except Exception:
-                out = None
-            if out is None or len(out.get("loss_mask", ())) != stop - start:
-                middle = (start + stop) // 2
-                span(start, middle)
-                span(middle, stop)
-                return
-            for j, i in enumerate(range(start, stop)):
-                settle(i, out, j)
-
-        n = batch_length(examples)
-        with ledger.batch(n):
-            start = 0
-            for i in range(n):
-                if contexts and contexts[i]:  # weight-0 turns: unset in this row's own call
-                    span(start, i)
-                    one_row(i)
-                    start = i + 1
-            span(start, n)
-        if not merged:  # every row skipped: the columns upstream would have given
-            merged = {"input_ids": [], "loss_mask": [], "seq_len": []}
-            if _is_multimodal(processor):
-                merged["messages"] = []
-        return merged
+        return _BatchGuard(found.module, wrapped, bound, current).run()
 
     patcher.wrap(*found.place(SCRIPT_BATCH), preprocess_batch)
     if found.has(OFFSETS):
         patcher.wrap(*found.place(OFFSETS), loss_mask_from_offsets)
+
+
+class _BatchGuard:
+    """One call of upstream's ``_preprocess_batch`` (<= 0.7), guarded: every conversation of
+    the batch counted once (kept, skipped or an error) and the rows kept merged in order."""
+
+    def __init__(
+        self, module: ModuleType, wrapped: Any, bound: BoundArguments, current: _RowState
+    ) -> None:
+        self.module, self.wrapped, self.bound, self.current = module, wrapped, bound, current
+        self.examples: dict[str, list[Any]] = bound.arguments["examples"]
+        self.processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
+        self.max_length = bound.arguments["max_length"]
+        # Upstream drops rows under --minimum-valid-tokens without a word: filter here instead,
+        # so that such a row is counted with its own reason.
+        self.minimum = bound.arguments.get("minimum_valid_tokens")
+        if self.minimum is not None:
+            bound.arguments["minimum_valid_tokens"] = None
+        self.contexts = self.examples.get(CONTEXT_COLUMN)
+        self.merged: dict[str, list[Any]] = {}
+
+    def run(self) -> dict[str, list[Any]]:
+        n = batch_length(self.examples)
+        with ledger.batch(n):
+            start = 0
+            for i in range(n):
+                if self.contexts and self.contexts[i]:  # weight-0 turns: unset in its own call
+                    self.span(start, i)
+                    self.one_row(i)
+                    start = i + 1
+            self.span(start, n)
+        if self.merged:
+            return self.merged
+        # every row skipped: the columns upstream would have given
+        empty: dict[str, list[Any]] = {"input_ids": [], "loss_mask": [], "seq_len": []}
+        if _is_multimodal(self.processor):
+            empty["messages"] = []
+        return empty
+
+    def rows(self, start: int, stop: int) -> dict[str, list[Any]]:
+        return {k: v[start:stop] for k, v in self.examples.items()}
+
+    def span(self, start: int, stop: int) -> None:
+        """Rows ``start:stop`` in one call; halved when upstream raises or drops a row (at most
+        one row per conversation, in order: as many out as in is row i from conversation i)."""
+        if stop - start <= ROW_BY_ROW:
+            for i in range(start, stop):
+                self.one_row(i)
+            return
+        self.current.error = None
+        self.bound.arguments["examples"] = self.rows(start, stop)
+        try:
+            out = call(self.wrapped, self.bound)
+        except Exception:
+            out = None
+        if out is None or len(out.get("loss_mask", ())) != stop - start:
+            middle = (start + stop) // 2
+            self.span(start, middle)
+            self.span(middle, stop)
+            return
+        for j, i in enumerate(range(start, stop)):
+            self.settle(i, out, j)
+
+    def one_row(self, i: int) -> None:
+        """Row ``i`` alone, its weight-0 turns unset in (or after) upstream's call."""
+        current = self.current
+        conversation = self.examples["conversations"][i]
+        current.ordinals = weights.assistant_ordinals(
+            conversation, self.contexts[i] if self.contexts else []
+        )
+        current.turns = sum(t.get("role") == "assistant" for t in conversation)
+        current.placed, current.error = False, None
+        try:
+            self.bound.arguments["examples"] = self.rows(i, i + 1)
+            with weights.rendering_row() as rendered:
+                current.rendered = rendered
+                out = call(self.wrapped, self.bound)
+            if current.ordinals and not current.placed:
+                for mask in out.get("loss_mask", []):
+                    clipped = isinstance(self.max_length, int) and len(mask) >= self.max_length
+                    turns = rendered.assistant_turns or current.turns
+                    weights.unset_runs(mask, current.ordinals, turns, clipped)
+        except Exception as exc:
+            ledger.reject(exc, _where(self.examples, i))
+            return
+        finally:
+            current.ordinals = []
+        self.settle(i, out, 0 if out.get("loss_mask") else None)
+
+    def settle(self, i: int, out: dict[str, list[Any]], j: int | None) -> None:
+        """Count conversation ``i`` by its row ``j`` of ``out`` (None: it gave none) and keep
+        that row when it supervises enough tokens."""
+        where = _where(self.examples, i)
+        mask = out["loss_mask"][j] if j is not None else None
+        if mask is not None and supervised(mask):
+            if not enough(mask, self.minimum):
+                ledger.skip(BELOW_MINIMUM, where)
+                return
+            ledger.keep()
+            for column, values in out.items():
+                self.merged.setdefault(column, []).append(values[j])
+        elif self.current.error is not None:  # 0.7 catches and logs it inside the row
+            ledger.reject(self.current.error, where)
+        else:
+            _diagnose(self.module, self.rows(i, i + 1), self.processor, where)
 
 
 def _guard_render_rows(found: Found, patcher: Patcher) -> None:
@@ -264,9 +313,9 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
             ledger.reject(state["error"], where)
         else:
             masks = [row["loss_mask"][:max_length] for row in rows]
-            if any(_enough(mask, state["minimum"]) for mask in masks if _supervised(mask)):
+            if any(enough(mask, state["minimum"]) for mask in masks if supervised(mask)):
                 ledger.keep()
-            elif any(_supervised(mask) for mask in masks):
+            elif any(supervised(mask) for mask in masks):
                 ledger.skip(BELOW_MINIMUM, where)  # upstream's _append_row "filtered"
             else:
                 ledger.skip(NOTHING_TO_SUPERVISE, where)
@@ -277,17 +326,59 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
     patcher.wrap(*found.place(RENDER_ROWS), render_conversation_rows)
 
 
+def _count_passthrough(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """0.7+: speculator-format rows counted like conversations. A row upstream cannot keep is
+    skipped with its reason (data/speculator_rows.py) and left out of upstream's call, which
+    then keeps every row it is given (0.8+ would drop a row with nothing supervised inside
+    ``--seq-length`` without a count; every release raises on a row whose lengths differ,
+    ending the run); each row's id goes to the duplicate check."""
+    bound = bind(wrapped, args, kwargs)
+    examples = bound.arguments["examples"]
+    max_length = bound.arguments["max_length"]
+    minimum = bound.arguments.get("minimum_valid_tokens")
+    n = batch_length(examples)
+    row_ids = examples.get("id")
+    keep: list[int] = []
+    with ledger.batch(n):
+        quality = ledger.quality()
+        for i in range(n):
+            where = _where(examples, i)
+            ids, mask = examples["input_ids"][i], examples["loss_mask"][i]
+            reason = speculator_rows.unusable(ids, mask, max_length)
+            if reason == speculator_rows.NOT_LISTS:
+                ledger.skip(reason, where)
+                continue
+            key = speculator_rows.identity(row_ids[i] if row_ids else None, ids, mask)
+            quality.add_key(where, speculator_rows.COLUMN, key)
+            if reason is None and not enough(mask[:max_length], minimum):
+                reason = BELOW_MINIMUM
+            if reason is not None:
+                ledger.skip(reason, where)
+                continue
+            keep.append(i)
+        bound.arguments["examples"] = {
+            column: [examples[column][i] for i in keep] for column in ("input_ids", "loss_mask")
+        }
+        out = call(wrapped, bound)
+        kept = len(out["input_ids"])
+        for _ in range(kept):
+            ledger.keep()
+        for _ in range(len(keep) - kept):  # no release drops more: counted if one does
+            ledger.skip(speculator_rows.DROPPED_UPSTREAM)
+    return out
+
+
 def _where(examples: dict[str, list[Any]], i: int) -> str:
     sources = examples.get(SOURCE_COLUMN)
     return sources[i] if sources else f"row {i} of its batch"
 
 
-def _supervised(mask: Any) -> bool:
+def supervised(mask: Any) -> bool:
     total = mask.sum() if hasattr(mask, "sum") else sum(mask)
     return bool(total > 0)
 
 
-def _enough(mask: Any, minimum: int | None) -> bool:
+def enough(mask: Any, minimum: int | None) -> bool:
     if minimum is None:
         return True
     total = mask.sum() if hasattr(mask, "sum") else sum(mask)

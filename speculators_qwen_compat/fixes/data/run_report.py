@@ -19,6 +19,9 @@ Targets:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,18 +37,38 @@ log = logging.getLogger("speculators_qwen_compat")
 
 @dataclass
 class RunOutcome:
-    """What the last run in this process read, skipped and kept."""
+    """What a run read, skipped and kept."""
 
     tally: Tally
     rows_out: int
 
 
-#: Set when a run ends; the prepare_data entry point writes it to compat_report.json.
-last_run: RunOutcome | None = None
-#: When False the run does not log its summary line (the entry point prints it last instead).
-announce = True
+@dataclass
+class Report:
+    """A caller's handle on the run made inside ``reporting()``: ``outcome`` is set when the
+    run ends (None: upstream stopped before it). ``announce``: the run logs its summary line
+    (the prepare_data entry point prints it last itself instead)."""
 
-_current: Ledger | None = None
+    announce: bool = True
+    outcome: RunOutcome | None = None
+
+
+#: The caller's Report for runs made in this call (``reporting``); the run's ledger while the
+#: run is open (``_run``: upstream's token-frequency and sample steps inside it read it). Both
+#: travel with the call and are put back when it returns, so nothing outlives a run.
+_report: ContextVar[Report | None] = ContextVar("speculators_qwen_compat_report", default=None)
+_ledger: ContextVar[Ledger | None] = ContextVar("speculators_qwen_compat_ledger", default=None)
+
+
+@contextmanager
+def reporting(announce: bool = True) -> Iterator[Report]:
+    """Runs made inside hand their outcome to the Report yielded (the last run's wins)."""
+    report = Report(announce)
+    token = _report.set(report)
+    try:
+        yield report
+    finally:
+        _report.reset(token)
 
 
 RUN = Target(PREPROCESSING, "load_and_preprocess_dataset")
@@ -55,13 +78,6 @@ CLI_RUN = Target(CLI_PREPARE_DATA, "load_and_preprocess_dataset", optional=True)
 VISUALIZE = Target(PREPROCESSING, "_visualize_sample", params=("preprocessed",), optional=True)
 #: Every release writes token_freq.pt here, after the map and before returning the dataset.
 SAVE_FREQ = Target(PREPROCESSING, "save_token_frequency_distribution", optional=True)
-
-
-def reset() -> None:
-    """No last run, the summary announced, no run open: the state a fresh interpreter starts
-    with (for callers that run several runs in one process, e.g. tests)."""
-    global _current, announce, last_run
-    _current, announce, last_run = None, True, None
 
 
 class RunReportFix(Fix):
@@ -94,40 +110,50 @@ class RunReportFix(Fix):
 
 
 def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    global _current, last_run
-    if _current is not None:  # nested call: the outer run counts
+    if _ledger.get() is not None:  # nested call: the outer run counts
         return wrapped(*args, **kwargs)
-    _current = Ledger()
+    ledger = Ledger()
+    token = _ledger.set(ledger)
     rows_out = 0
     try:
-        try:
-            result = wrapped(*args, **kwargs)
-        except RenderServerFailed as exc:  # from a map worker: say how far the run got
-            tally = _current.tally()
-            done = tally.kept + tally.skipped_total
-            raise RenderServerFailed(
-                f"{exc}; {done} conversations were done and nothing was written; start the "
-                "server (or fix --render-endpoint) and run again"
-            ) from exc
-        except ValueError as exc:
-            if "No samples remain" in str(exc):
-                _refuse_errors(_current.tally())
-                raise DataError(_empty_message(_current.tally())) from exc
-            raise
-        _refuse_errors(_current.tally())
+        result = _counted(wrapped, args, kwargs, ledger)
         dataset = result[0] if isinstance(result, tuple) else result
         rows_out = len(dataset)
-        allow_empty = bind(wrapped, args, kwargs).arguments.get("allow_empty_output")
-        if rows_out == 0 and not allow_empty:
-            raise DataError(_empty_message(_current.tally()))
-        _refuse_warnings_if_strict(_current.tally())
         return result
     finally:
-        tally = _current.close()
-        _current = None
-        last_run = RunOutcome(tally, rows_out)
-        if announce:
+        _ledger.reset(token)
+        tally = ledger.close()
+        report = _report.get()
+        if report is not None:
+            report.outcome = RunOutcome(tally, rows_out)
+        if report is None or report.announce:
             (log.warning if tally.skipped else log.info)("%s", tally.summary())
+
+
+def _counted(wrapped: Any, args: tuple, kwargs: dict, ledger: Ledger) -> Any:
+    """Upstream's run, refused (before anything is written where possible) when its rows
+    failed past the error limit, none survived, or ``--strict-data`` found a warning."""
+    try:
+        result = wrapped(*args, **kwargs)
+    except RenderServerFailed as exc:  # from a map worker: say how far the run got
+        tally = ledger.tally()
+        done = tally.kept + tally.skipped_total
+        raise RenderServerFailed(
+            f"{exc}; {done} conversations were done and nothing was written; start the "
+            "server (or fix --render-endpoint) and run again"
+        ) from exc
+    except ValueError as exc:
+        if "No samples remain" in str(exc):
+            _refuse_errors(ledger.tally())
+            raise DataError(_empty_message(ledger.tally())) from exc
+        raise
+    _refuse_errors(ledger.tally())
+    dataset = result[0] if isinstance(result, tuple) else result
+    allow_empty = bind(wrapped, args, kwargs).arguments.get("allow_empty_output")
+    if len(dataset) == 0 and not allow_empty:
+        raise DataError(_empty_message(ledger.tally()))
+    _refuse_warnings_if_strict(ledger.tally())
+    return result
 
 
 #: Conversations that may fail with an error that is not a data problem (a bug in upstream or
@@ -167,8 +193,9 @@ def _save_token_frequencies(wrapped: Any, instance: Any, args: tuple, kwargs: di
     """Upstream saves token frequencies right after the map, before returning the dataset
     (0.5.0 :530, 0.9.0 :920): the error limit and --strict-data are checked first, so a
     refused run writes no token_freq.pt, even to an explicit --token-freq-path."""
-    if _current is not None:
-        tally = _current.tally()
+    ledger = _ledger.get()
+    if ledger is not None:
+        tally = ledger.tally()
         _refuse_errors(tally)
         _refuse_warnings_if_strict(tally)
     return wrapped(*args, **kwargs)
@@ -177,7 +204,8 @@ def _save_token_frequencies(wrapped: Any, instance: Any, args: tuple, kwargs: di
 def _visualize_sample(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     dataset = bind(wrapped, args, kwargs).arguments["preprocessed"]
     if dataset is not None and len(dataset) == 0:
-        raise DataError(_empty_message(_current.tally() if _current else Tally()))
+        ledger = _ledger.get()
+        raise DataError(_empty_message(ledger.tally() if ledger else Tally()))
     return wrapped(*args, **kwargs)
 
 

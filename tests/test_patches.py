@@ -9,7 +9,7 @@ on ``PYTHONPATH``, so it shadows the installed release. Data preparation must ke
 conversation with the right mask and leave out the rejected ones, in both formats, with two map
 workers; the patches' normaliser and the package's must treat the hostile corpus alike; on 0.8+
 the patched local renderer must answer vLLM's golden ids (tests/golden/). What runs inside the
-patched source is tests/patched_checks.py, as a module. The patches that carry the package's logic
+patched source is tests/programs/patched_checks.py. The patches that carry the package's logic
 must be what tools/make_patches.py makes of it.
 """
 
@@ -26,7 +26,6 @@ from types import ModuleType
 from typing import Any
 
 import parity_corpus
-import patched_checks
 import pytest
 import vllm_server
 from conftest import (
@@ -35,13 +34,14 @@ from conftest import (
     as_written,
     good_rows,
     rejected_rows,
-    subprocess_env,
+    run_program,
     write_dataset,
 )
 from format_corpus import Format, Skip, formats, write_format
 from hostile_corpus import corpus
 from mask_oracle import check_masks, load_rows
 from packaging.version import Version
+from programs.patched_checks import RUN_MARK
 from qwen_vocab import vocab_dir
 from test_data_formats import TAG, _check_conversation, _supervised
 
@@ -114,19 +114,16 @@ def _src(patched: PatchedSource) -> Path:
 
 
 def _run_patched(src: Path, checks: list[str], params: dict[str, Any], cwd: Path) -> dict[str, Any]:
-    """tests/patched_checks.py's ``checks`` against the patched source, hooks off (one
-    interpreter: their start-up is not what they test)."""
+    """programs/patched_checks.py's ``checks`` against the patched source, hooks off (one
+    interpreter: their start-up is not what they test). ``-P``: the program's folder is not put
+    first on ``sys.path``; the patched ``src`` is."""
     request = cwd / "request.json"
     request.write_text(json.dumps({"checks": checks, "params": params}), "utf-8")
     path = os.pathsep.join((str(src), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")))
-    result = subprocess.run(
-        [sys.executable, "-P", "-m", "patched_checks", str(request)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=subprocess_env(SPECULATORS_QWEN_COMPAT="0", PYTHONPATH=path.rstrip(os.pathsep)),
-        timeout=900,
-    )
+    result = run_program(
+        "patched_checks", str(request), flags=("-P",), cwd=cwd,
+        SPECULATORS_QWEN_COMPAT="0", PYTHONPATH=path.rstrip(os.pathsep),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     identity = out["identity"]
@@ -348,7 +345,7 @@ def prepared(
         each[fmt.name] = {"kwargs": kwargs, "output": str(folder / "out")}
     params = {"runs": runs, "each": each}
     out = _run_patched(patched.src, ["prepare", "prepare_each"], params, cwd=work)
-    parts = out["stderr"].split(patched_checks.RUN_MARK)[1:]
+    parts = out["stderr"].split(RUN_MARK)[1:]
     stderr = {part.split("\n", 1)[0]: part for part in parts}
     assert sorted(stderr) == sorted(runs), out["stderr"][-3000:]
     return {

@@ -1,14 +1,14 @@
 """The checks tests/test_patches.py runs inside a patched speculators (patches/<release>/ applied).
 
-Run as ``python -P -m patched_checks REQUEST.json`` with the patched ``src`` first on
-``PYTHONPATH`` (then tests/ and the release's folder) and ``SPECULATORS_QWEN_COMPAT=0``, so the
-patched source shadows the installed release and none of the package's run-time fixes is on.
-The request names the checks to run and their parameters; one JSON object (each check's result
-under its name, with what identifies the interpreter) is printed last on stdout. The checks share
-one interpreter because start-up (torch, transformers, datasets) is not what they test. The
-package's modules used here (the normaliser, the corpora) are functions of their arguments, and
-its fixes are off (``identity`` checks), so there is no package state to reset between checks; the
-patched upstream's own state is said where it matters (``prepare``).
+Run as ``python -P tests/programs/patched_checks.py REQUEST.json`` (conftest.run_program) with the
+patched ``src`` first on ``PYTHONPATH`` (then tests/ and the release's folder) and
+``SPECULATORS_QWEN_COMPAT=0``, so the patched source shadows the installed release and none of the
+package's run-time fixes is on. The request names the checks to run and their parameters; one JSON
+object (each check's result under its name, with what identifies the interpreter) is printed last on
+stdout. The checks share one interpreter because start-up (torch, transformers, datasets) is not
+what they test. The package's modules used here (the normaliser, the corpora) are functions of their
+arguments, and its fixes are off (``identity`` checks), so there is no package state to reset
+between checks; the patched upstream's own state is said where it matters (``prepare``).
 """
 
 from __future__ import annotations

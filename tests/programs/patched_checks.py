@@ -13,6 +13,7 @@ between checks; the patched upstream's own state is said where it matters (``pre
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -176,7 +177,8 @@ def same_corpus(params: dict[str, Any]) -> dict[str, Any]:
 
 def golden(params: dict[str, Any]) -> dict[str, Any]:
     """Every case of the vLLM parity corpus rendered by the patched local renderer (0.8+), per
-    template style: the ids, or the error a case the server rejected must raise."""
+    template style: ``parity_corpus.local_answer``, the ids or the kind of error raised (a case
+    the server rejected must raise the template's rejection)."""
     import parity_corpus
     from speculators.data_generation.render_client import render_conversation
 
@@ -188,11 +190,11 @@ def golden(params: dict[str, Any]) -> dict[str, Any]:
             if not params["truncates"]:  # 0.8 sends no truncation fields
                 options.pop("truncate_prompt_tokens", None)
                 options.pop("truncation_side", None)
-            try:
-                ids = render_conversation("local:" + model, case["messages"], **options)
-                answers[name] = {"ids": ids}
-            except Exception as exc:
-                answers[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            answers[name] = parity_corpus.local_answer(
+                functools.partial(
+                    render_conversation, "local:" + model, case["messages"], **options
+                )
+            )
         out[style] = answers
     return out
 

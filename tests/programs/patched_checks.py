@@ -146,31 +146,45 @@ def _local_renders(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _normalised(normalize: Callable[[Any], Any], conv: Any) -> dict[str, Any]:
+    """A normaliser's outcome as a structure: ``{"kept": turns}``, or ``{"dropped": {"type",
+    "data_problem", "reason"}}`` for its rejection of the conversation (a ``ValueError``: the
+    package's and the patches' ``BadConversation``). Any other exception is a bug, not an
+    outcome: it propagates and the check fails."""
+    try:
+        return {"kept": normalize(conv)}
+    except ValueError as exc:
+        return {
+            "dropped": {
+                "type": type(exc).__name__,
+                "data_problem": getattr(exc, "data_problem", False),
+                "reason": str(exc),
+            }
+        }
+
+
 def same_corpus(params: dict[str, Any]) -> dict[str, Any]:
     """The hostile corpus (both formats) through the package's normaliser and the patched one:
-    per row, the turns kept (as JSON) or the reason it was dropped, by each."""
+    per row, each one's outcome (``_normalised``)."""
     from hostile_corpus import as_sharegpt, corpus
 
-    from speculators_qwen_compat.data.normalize import normalize_conversation, pick_conversation
+    from speculators_qwen_compat.data.normalize import (
+        BadConversation,
+        normalize_conversation,
+        pick_conversation,
+    )
 
     P = _preprocessing()
-
-    def outcome(normalize: Callable[[Any], Any], conv: Any) -> str:
-        try:
-            return "kept: " + json.dumps(normalize(conv), sort_keys=True)
-        except Exception as exc:
-            return "dropped: " + str(exc)
-
     pairs = {}
     for kind, (row, _) in corpus(params["renders"]).items():
         for form, data in (("openai", row), ("sharegpt", as_sharegpt(row))):
             try:
                 conv = pick_conversation(data)
-            except Exception:
+            except BadConversation:
                 continue  # no conversation at all: the row never reaches a normaliser
             pairs[f"{kind}/{form}"] = [
-                outcome(normalize_conversation, conv),
-                outcome(P._normalize_conversation, conv),
+                _normalised(normalize_conversation, conv),
+                _normalised(P._normalize_conversation, conv),
             ]
     return pairs
 

@@ -183,14 +183,16 @@ def runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     """Every mode's prepare_data run against the fault server as a program of its own."""
     tmp = tmp_path_factory.mktemp("fault-runs")
     port_file = tmp / "port"
-    served = subprocess.Popen(
-        [sys.executable, str(program("render_fault_server")), str(port_file), str(qwen36_dir)],
-        env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    log = tmp / "server.log"
+    with log.open("w") as sink:  # a file, not a pipe nobody reads while the runs go on
+        served = subprocess.Popen(
+            [sys.executable, str(program("render_fault_server")), str(port_file), str(qwen36_dir)],
+            env=subprocess_env(), stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while not port_file.exists():
-            assert served.poll() is None, served.communicate()[1][-3000:]
+            assert served.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "the fault server did not start"
             time.sleep(0.1)
         base = f"http://127.0.0.1:{port_file.read_text()}"
@@ -206,7 +208,7 @@ def runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         ran = run_batch(tmp / "logs", cases, **{render_faults.RETRY_SECONDS_ENV: "2"})
     finally:
         served.kill()
-        served.communicate()
+        served.wait()
     return {"ran": ran, "outputs": outputs, "base": base, "good": good, "rows": rows, "data": data}
 
 

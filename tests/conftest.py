@@ -126,10 +126,16 @@ def program(name: str) -> Path:
 
 
 def run_program(
-    name: str, *args: str, flags: tuple[str, ...] = (), cwd: Path | None = None, **env: str
+    name: str,
+    *args: str,
+    flags: tuple[str, ...] = (),
+    cwd: Path | None = None,
+    new_session: bool = False,
+    **env: str,
 ) -> subprocess.CompletedProcess:
     """``python FLAGS tests/programs/NAME.py ARGS`` in a fresh interpreter of this venv, with
-    subprocess_env's environment plus ``env``."""
+    subprocess_env's environment plus ``env`` (``new_session``: leading a process group of its
+    own, which it may kill whole)."""
     return subprocess.run(
         [sys.executable, *flags, str(program(name)), *args],
         capture_output=True,
@@ -137,6 +143,7 @@ def run_program(
         cwd=cwd,
         env=subprocess_env(**env),
         timeout=900,
+        start_new_session=new_session,
     )
 
 

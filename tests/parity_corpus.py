@@ -312,10 +312,30 @@ def golden_path(style: str, version: str) -> Path:
 
 
 def answer_of(status: int, payload: Any) -> dict[str, Any]:
-    """What a case's golden entry records: the ids, or that the server rejected it."""
+    """What a case's golden entry records: the ids, or that the server rejected it and the
+    message it gave (vLLM's error object: the template's own words for a template error)."""
     if status == 200:
         return {"ids": payload["token_ids"]}
-    return {"status": status}
+    return {"status": status, "message": payload["error"]["message"]}
+
+
+#: The kind of a local render's exception that agrees with the server's 400: the chat template
+#: rejecting the conversation (jinja2's TemplateError, raised by the template's
+#: ``raise_exception``), what vLLM answers 400 for. Any other exception (a TypeError of a bug) is
+#: a kind of its own, and never agreement.
+TEMPLATE_REJECTION = "template"
+
+
+def local_answer(render: Callable[[], list[int]]) -> dict[str, Any]:
+    """A local render's outcome as the oracle compares it: ``{"ids"}``, or ``{"error": kind,
+    "message"}`` with ``kind`` TEMPLATE_REJECTION or the exception's type name."""
+    from jinja2 import TemplateError
+
+    try:
+        return {"ids": render()}
+    except Exception as exc:
+        kind = TEMPLATE_REJECTION if isinstance(exc, TemplateError) else type(exc).__name__
+        return {"error": kind, "message": str(exc)}
 
 
 def server_answers(render: Callable[[dict[str, Any]], tuple[int, Any]]) -> dict[str, Any]:
@@ -324,14 +344,18 @@ def server_answers(render: Callable[[dict[str, Any]], tuple[int, Any]]) -> dict[
 
 
 def mismatches(got: dict[str, Any], expected: dict[str, Any]) -> list[str]:
-    """Cases whose local answer (``{"ids"}`` or ``{"error"}``) differs from the server's: other
-    ids, or ids where the server answered 400 (a rejected case must fail locally too)."""
+    """Cases whose local answer (``local_answer``) differs from the server's: other ids, an
+    error where the server rendered, and where the server refused (400): anything but the
+    template's rejection with the server's message (ids, or an exception of another kind)."""
     bad = []
     for name in sorted(set(got) | set(expected)):
         a, b = got.get(name), expected.get(name)
-        if b is not None and "status" in b:
-            if a is None or "ids" in a:
-                bad.append(f"{name}: server answered {b['status']}, local rendered")
+        if a is None or b is None:
+            bad.append(f"{name}: only {'local' if b is None else 'the server'} answered")
+        elif "status" in b:
+            want = {"error": TEMPLATE_REJECTION, "message": b["message"]}
+            if a != want:
+                bad.append(f"{name}: server answered {b['status']} {want}, local {str(a)[:160]}")
         elif a != b:
             bad.append(f"{name}: {str(a)[:120]} != {str(b)[:120]}")
     return bad

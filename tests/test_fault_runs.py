@@ -1,13 +1,13 @@
 """Runs that are killed or refused leave nothing that looks like a dataset, and nothing behind.
 
-Every release. The faults are placed by tests/fault_driver.py at exact points (no timing):
-SIGKILL of the run's whole process group before the map, during it (a map worker has counted
-1,000 rows) and after it (the dataset written, not yet in place); a refused run (--strict-data,
-and the error limit: more than three conversations failing with a bug) with an explicit
---token-freq-path outside --output. The oracle is the file system: --output must not exist
-after any of them; each killed run's scratch folders (the output being written beside
---output, the rows under datasets' cache, the skip ledger) are swept by the next run, and a
-run after the kills succeeds without --overwrite and leaves no scratch folder at all.
+Every release. The faults are placed by tests/programs/fault_driver.py at exact points (no timing):
+SIGKILL of the run's whole process group before the map, during it (a map worker has counted 1,000
+rows) and after it (the dataset written, not yet in place); a refused run (--strict-data, and the
+error limit: more than three conversations failing with a bug) with an explicit --token-freq-path
+outside --output. The oracle is the file system: --output must not exist after any of them; each
+killed run's scratch folders (the output being written beside --output, the rows under datasets'
+cache, the skip ledger) are swept by the next run, and a run after the kills succeeds without
+--overwrite and leaves no scratch folder at all.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,13 @@ from conftest import (
     last_line,
     prepare_args,
     read_report,
-    subprocess_env,
+    run_program,
     write_dataset,
 )
 from packaging.version import Version
 
 from speculators_qwen_compat.core.errors import DEBUG_ENV
 
-DRIVER = Path(__file__).resolve().parent / "fault_driver.py"
 KILL_POINTS = ("before-map", "during-map", "after-map")
 #: one map worker: its first counted batch (1,000 rows, upstream's map batch size) is mid-map
 ROWS = 1100
@@ -43,7 +41,8 @@ ROWS_CACHE = "speculators_qwen_compat_rows"  # data/files.py CACHE_FOLDER
 
 
 def _drive(runs: list[dict[str, Any]], tmp: Path) -> subprocess.CompletedProcess:
-    """fault_driver.py in a process group of its own, with its own datasets cache and TMPDIR.
+    """programs/fault_driver.py in a process group of its own, with its own datasets cache and
+    TMPDIR.
 
     TMPDIR is ``tmp/tmp`` reached through a short link in the system's temporary folder:
     pytest's folders can be too deep for the map workers' socket (cli/worker_sockets.py)."""
@@ -52,12 +51,9 @@ def _drive(runs: list[dict[str, Any]], tmp: Path) -> subprocess.CompletedProcess
         link = Path(short) / "t"
         link.symlink_to(tmp / "tmp")
         # DEBUG_ENV: a fatal error's traceback on stderr too, for a failure's message
-        env = subprocess_env(
-            HF_DATASETS_CACHE=str(tmp / "hf"), TMPDIR=str(link), **{DEBUG_ENV: "1"}
-        )
-        return subprocess.run(
-            [sys.executable, str(DRIVER), json.dumps(runs)],
-            capture_output=True, text=True, env=env, timeout=900, start_new_session=True,
+        return run_program(
+            "fault_driver", json.dumps(runs), new_session=True,
+            HF_DATASETS_CACHE=str(tmp / "hf"), TMPDIR=str(link), **{DEBUG_ENV: "1"},
         )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ on ``PYTHONPATH``, so it shadows the installed release. Data preparation must ke
 conversation with the right mask and leave out the rejected ones, in both formats, with two map
 workers; the patches' normaliser and the package's must treat the hostile corpus alike; on 0.8+
 the patched local renderer must answer vLLM's golden ids (tests/golden/). What runs inside the
-patched source is tests/patched_checks.py, as a module. The patches that carry the package's logic
+patched source is tests/programs/patched_checks.py. The patches that carry the package's logic
 must be what tools/make_patches.py makes of it.
 """
 
@@ -26,7 +26,6 @@ from types import ModuleType
 from typing import Any
 
 import parity_corpus
-import patched_checks
 import pytest
 import vllm_server
 from conftest import (
@@ -35,13 +34,14 @@ from conftest import (
     as_written,
     good_rows,
     rejected_rows,
-    subprocess_env,
+    run_program,
     write_dataset,
 )
 from format_corpus import Format, Skip, formats, write_format
 from hostile_corpus import corpus
 from mask_oracle import check_masks, load_rows
 from packaging.version import Version
+from programs.patched_checks import RUN_MARK
 from qwen_vocab import vocab_dir
 from test_data_formats import TAG, _check_conversation, _supervised
 
@@ -114,19 +114,16 @@ def _src(patched: PatchedSource) -> Path:
 
 
 def _run_patched(src: Path, checks: list[str], params: dict[str, Any], cwd: Path) -> dict[str, Any]:
-    """tests/patched_checks.py's ``checks`` against the patched source, hooks off (one
-    interpreter: their start-up is not what they test)."""
+    """programs/patched_checks.py's ``checks`` against the patched source, hooks off (one
+    interpreter: their start-up is not what they test). ``-P``: the program's folder is not put
+    first on ``sys.path``; the patched ``src`` is."""
     request = cwd / "request.json"
     request.write_text(json.dumps({"checks": checks, "params": params}), "utf-8")
     path = os.pathsep.join((str(src), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")))
-    result = subprocess.run(
-        [sys.executable, "-P", "-m", "patched_checks", str(request)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=subprocess_env(SPECULATORS_QWEN_COMPAT="0", PYTHONPATH=path.rstrip(os.pathsep)),
-        timeout=900,
-    )
+    result = run_program(
+        "patched_checks", str(request), flags=("-P",), cwd=cwd,
+        SPECULATORS_QWEN_COMPAT="0", PYTHONPATH=path.rstrip(os.pathsep),
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     identity = out["identity"]
@@ -348,7 +345,7 @@ def prepared(
         each[fmt.name] = {"kwargs": kwargs, "output": str(folder / "out")}
     params = {"runs": runs, "each": each}
     out = _run_patched(patched.src, ["prepare", "prepare_each"], params, cwd=work)
-    parts = out["stderr"].split(patched_checks.RUN_MARK)[1:]
+    parts = out["stderr"].split(RUN_MARK)[1:]
     stderr = {part.split("\n", 1)[0]: part for part in parts}
     assert sorted(stderr) == sorted(runs), out["stderr"][-3000:]
     return {
@@ -399,35 +396,56 @@ def test_hostile_corpus_rows_as_the_package(
     ]
     rows = load_rows(out["output"])
     supervised = [row for row in rows if any(row["loss_mask"])]
-    assert len(rows) - len(supervised) == len(HOSTILE_UNSUPERVISED), out["stderr"][-3000:]
+    unsupervised = [row["input_ids"] for row in rows if not any(row["loss_mask"])]
+    which = _hostile_kinds(qwen36_dir, unsupervised, cases)
+    assert sorted(which) == sorted(HOSTILE_UNSUPERVISED), out["stderr"][-3000:]
+    # the supervised rows are matched one to one with the conversations kept (mask_oracle)
     expected = check_masks(qwen36_dir, supervised, kept, RENDERS, with_tools=WITH_TOOLS)
     assert len(supervised) == expected, out["stderr"][-3000:]
 
 
-_WEIGHTS = "turn weights (weight, train: false) are not applied: every assistant turn is trained"
-_COLUMNS = "the package finds the conversation in other columns (conversation, JSON text, any name)"
-_TOOLS = "the package reads a top-level system prompt and reshapes tools given in other shapes"
-#: Formats (tests/format_corpus.py) the patched upstream reads unlike the package, by the package
-#: extra it lacks (README of patches/, "Compared with the run-time package"); every other format
-#: must come out as the package's, row for row. The list must be exact: a format that stops
-#: differing fails the test too.
-FORMAT_DIFFERENCES: dict[str, str] = {
-    "alpaca": "flat instruction columns (--prompt-column, --response-column) are the package's",
-    "lmsys_chat_1m": _COLUMNS,
-    "wildchat": _COLUMNS,
-    "messages_json_string": _COLUMNS,
-    "turns_other_column": _COLUMNS,
-    "openai_weight": _WEIGHTS,
-    "openai_weight_all_zero": _WEIGHTS,
-    "slimorca_float_weights": _WEIGHTS,
-    "axolotl_train_false": _WEIGHTS,
-    "toolace_system_column": "a top-level system column is the package's",
-    "llamafactory_sharegpt_tools": _TOOLS,
-    "anthropic_blocks": _TOOLS,
-    "tool_call_without_arguments": "a call without arguments is not checked against its tool",
-}
-if WITH_TOOLS:  # <= 0.6 hand the template no tools, so neither does the package
-    FORMAT_DIFFERENCES["tools_list_of_json_strings"] = _TOOLS
+def _hostile_kinds(model: Path, rows: list[list[int]], cases: dict[str, Any]) -> list[str]:
+    """Which hostile conversation each row (its ids) is: the kind whose turns in the table's
+    roles (<= 0.7 leave other roles out), applied to the chat template by transformers and cut
+    to SEQ_LENGTH, give exactly the row's ids ("?" for a row that is none of them)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    table = {"system", "user", "assistant", "tool"}
+    expected: dict[tuple[int, ...], list[str]] = {}
+    for kind, (row, _) in cases.items():
+        turns = row.get("messages")
+        if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+            continue
+        kept = [t for t in turns if t.get("role") in table]
+        try:
+            text = tokenizer.apply_chat_template(kept, tokenize=False)
+        except Exception:  # a conversation transformers cannot take as written: not a candidate
+            continue
+        ids = tokenizer.encode(text, add_special_tokens=False)[:SEQ_LENGTH]
+        expected.setdefault(tuple(ids), []).append(kind)
+    return ["/".join(expected.get(tuple(ids), ["?"])) for ids in rows]
+
+
+def format_differences(release: Version) -> dict[str, str]:
+    """Formats (tests/format_corpus.py) the patched upstream reads unlike the package, and why:
+    the table "Formats read unlike the package" of patches/README.md, for ``release`` (a row's
+    releases: ``every`` or ``X+``). Every other format must come out as the package's, row for
+    row; the list must be exact: a format that stops differing fails the test too."""
+    text = (ROOT / "patches" / "README.md").read_text("utf-8")
+    section = text.split("### Formats read unlike the package", 1)[1].split("\n## ", 1)[0]
+    out = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        name, releases, why = cells[0].strip("`"), cells[1], cells[2]
+        if releases == "every" or Version(releases.rstrip("+")) <= release:
+            out[name] = why
+    return out
+
+
+FORMAT_DIFFERENCES = format_differences(RELEASE)
 
 
 def _format_problems(fmt: Format, result: int | str, output: Path, tokenizer: Any) -> list[str]:
@@ -509,10 +527,15 @@ def test_patched_normaliser_agrees_with_the_package_on_the_hostile_corpus(
     patched: PatchedSource, units: dict[str, Any] | None
 ) -> None:
     """One corpus (tests/hostile_corpus.py, both formats) through both normalisers: the same
-    turns kept (compared whole), or dropped for the same reason, on every row."""
+    turns kept (compared whole, as structures), or the same rejection (its type, that it is a
+    data problem, its reason) on every row; any other exception fails the check."""
     _src(patched)
     assert units is not None
     pairs = units["same_corpus"]
     assert len(pairs) >= 60
     diverging = {key: pair for key, pair in pairs.items() if pair[0] != pair[1]}
     assert not diverging, json.dumps(diverging, indent=1)
+    # the corpus exercises both outcomes, and every rejection is a data problem
+    dropped = [pair[0]["dropped"] for pair in pairs.values() if "dropped" in pair[0]]
+    assert dropped and len(dropped) < len(pairs)
+    assert all(d["data_problem"] and d["type"] == "BadConversation" for d in dropped), dropped

@@ -2,8 +2,10 @@
 
 Quick tier (every release, no server): data/render.py on every case of tests/parity_corpus.py,
 with this release's transformers and the real Qwen3.6 vocabulary, equals the golden ids recorded
-from the server (tests/golden/vllm-0.32.0/), for the Qwen3.6- and Qwen3.5-style templates; a
-case the server rejected (400) must raise locally.
+from the server (tests/golden/vllm-0.32.0/), for the Qwen3.6- and Qwen3.5-style templates; where
+the server refused a case (400, the template's own message) the local render must raise the
+template's rejection (jinja2's TemplateError) with the same message: any other exception, a
+TypeError of a bug included, is a mismatch (parity_corpus.mismatches).
 Server tier (marked ``vllm``: tools/matrix.py runs it once, on the newest release; one server
 per template for the session): the server renders the
 corpus again through what our HTTP path sends; any drift from the golden ids is a failure (the
@@ -25,10 +27,7 @@ from speculators_qwen_compat.data.render import render_ids
 
 def _local(tokenizer: Any, case: dict[str, Any]) -> dict[str, Any]:
     options = {k: v for k, v in case.items() if k != "messages"}
-    try:
-        return {"ids": render_ids(tokenizer, case["messages"], **options)}
-    except Exception as exc:  # the server answers 400 with the template's message
-        return {"error": str(exc)}
+    return parity_corpus.local_answer(lambda: render_ids(tokenizer, case["messages"], **options))
 
 
 @pytest.fixture(scope="module")

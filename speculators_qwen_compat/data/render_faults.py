@@ -98,9 +98,7 @@ def render(raw: Callable[[], Any], endpoint: str) -> list[int]:
     while True:
         attempts += 1
         try:
-            ids = raw()
-            if not isinstance(ids, list):
-                raise RenderReplyMalformed(f"Render endpoint replied token_ids={ids!r:.80}")
+            ids = checked(raw())
         except Exception as exc:
             if not is_server_fault(exc):
                 raise
@@ -128,6 +126,14 @@ def render(raw: Callable[[], Any], endpoint: str) -> list[int]:
 
 class RenderReplyMalformed(ValueError):
     """A 200 answer whose ``token_ids`` is not a list of ids."""
+
+
+def checked(ids: Any) -> list[int]:
+    """A 200 answer's ``token_ids`` as upstream returned them, if they are a list (upstream
+    returns whatever the key holds: ``null`` included)."""
+    if not isinstance(ids, list):
+        raise RenderReplyMalformed(f"Render endpoint replied token_ids={ids!r:.80}")
+    return ids
 
 
 def budget(exc: BaseException) -> float:

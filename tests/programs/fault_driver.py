@@ -66,8 +66,8 @@ def place_kill(point: str) -> None:
 
 
 def main() -> int:
-    from programs.batch_main import reset_package_state
-    from programs.inject_tokenizer_bug import inject_bug
+    from batch_main import reset_package_state  # beside this program, on sys.path
+    from inject_tokenizer_bug import inject_bug
 
     from speculators_qwen_compat.cli.prepare_data import main as prepare_data
 

@@ -1,18 +1,19 @@
 """The checks tests/test_patches.py runs inside a patched speculators (patches/<release>/ applied).
 
-Run as ``python -P -m patched_checks REQUEST.json`` with the patched ``src`` first on
-``PYTHONPATH`` (then tests/ and the release's folder) and ``SPECULATORS_QWEN_COMPAT=0``, so the
-patched source shadows the installed release and none of the package's run-time fixes is on.
-The request names the checks to run and their parameters; one JSON object (each check's result
-under its name, with what identifies the interpreter) is printed last on stdout. The checks share
-one interpreter because start-up (torch, transformers, datasets) is not what they test. The
-package's modules used here (the normaliser, the corpora) are functions of their arguments, and
-its fixes are off (``identity`` checks), so there is no package state to reset between checks; the
-patched upstream's own state is said where it matters (``prepare``).
+Run as ``python -P tests/programs/patched_checks.py REQUEST.json`` (conftest.run_program) with the
+patched ``src`` first on ``PYTHONPATH`` (then tests/ and the release's folder) and
+``SPECULATORS_QWEN_COMPAT=0``, so the patched source shadows the installed release and none of the
+package's run-time fixes is on. The request names the checks to run and their parameters; one JSON
+object (each check's result under its name, with what identifies the interpreter) is printed last on
+stdout. The checks share one interpreter because start-up (torch, transformers, datasets) is not
+what they test. The package's modules used here (the normaliser, the corpora) are functions of their
+arguments, and its fixes are off (``identity`` checks), so there is no package state to reset
+between checks; the patched upstream's own state is said where it matters (``prepare``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -145,38 +146,53 @@ def _local_renders(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _normalised(normalize: Callable[[Any], Any], conv: Any) -> dict[str, Any]:
+    """A normaliser's outcome as a structure: ``{"kept": turns}``, or ``{"dropped": {"type",
+    "data_problem", "reason"}}`` for its rejection of the conversation (a ``ValueError``: the
+    package's and the patches' ``BadConversation``). Any other exception is a bug, not an
+    outcome: it propagates and the check fails."""
+    try:
+        return {"kept": normalize(conv)}
+    except ValueError as exc:
+        return {
+            "dropped": {
+                "type": type(exc).__name__,
+                "data_problem": getattr(exc, "data_problem", False),
+                "reason": str(exc),
+            }
+        }
+
+
 def same_corpus(params: dict[str, Any]) -> dict[str, Any]:
     """The hostile corpus (both formats) through the package's normaliser and the patched one:
-    per row, the turns kept (as JSON) or the reason it was dropped, by each."""
+    per row, each one's outcome (``_normalised``)."""
     from hostile_corpus import as_sharegpt, corpus
 
-    from speculators_qwen_compat.data.normalize import normalize_conversation, pick_conversation
+    from speculators_qwen_compat.data.normalize import (
+        BadConversation,
+        normalize_conversation,
+        pick_conversation,
+    )
 
     P = _preprocessing()
-
-    def outcome(normalize: Callable[[Any], Any], conv: Any) -> str:
-        try:
-            return "kept: " + json.dumps(normalize(conv), sort_keys=True)
-        except Exception as exc:
-            return "dropped: " + str(exc)
-
     pairs = {}
     for kind, (row, _) in corpus(params["renders"]).items():
         for form, data in (("openai", row), ("sharegpt", as_sharegpt(row))):
             try:
                 conv = pick_conversation(data)
-            except Exception:
+            except BadConversation:
                 continue  # no conversation at all: the row never reaches a normaliser
             pairs[f"{kind}/{form}"] = [
-                outcome(normalize_conversation, conv),
-                outcome(P._normalize_conversation, conv),
+                _normalised(normalize_conversation, conv),
+                _normalised(P._normalize_conversation, conv),
             ]
     return pairs
 
 
 def golden(params: dict[str, Any]) -> dict[str, Any]:
     """Every case of the vLLM parity corpus rendered by the patched local renderer (0.8+), per
-    template style: the ids, or the error a case the server rejected must raise."""
+    template style: ``parity_corpus.local_answer``, the ids or the kind of error raised (a case
+    the server rejected must raise the template's rejection)."""
     import parity_corpus
     from speculators.data_generation.render_client import render_conversation
 
@@ -188,11 +204,11 @@ def golden(params: dict[str, Any]) -> dict[str, Any]:
             if not params["truncates"]:  # 0.8 sends no truncation fields
                 options.pop("truncate_prompt_tokens", None)
                 options.pop("truncation_side", None)
-            try:
-                ids = render_conversation("local:" + model, case["messages"], **options)
-                answers[name] = {"ids": ids}
-            except Exception as exc:
-                answers[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            answers[name] = parity_corpus.local_answer(
+                functools.partial(
+                    render_conversation, "local:" + model, case["messages"], **options
+                )
+            )
         out[style] = answers
     return out
 

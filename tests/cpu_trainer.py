@@ -14,6 +14,11 @@ which hooks the same changes onto the modules' import). It changes exactly what 
 - the same module's step timer calls ``torch.accelerator.synchronize()`` on every logged step,
   which raises without an accelerator; here, with none available, it is a no-op (there is no
   device work to wait for).
+- ``speculators.train.distributed`` (0.9): under torchrun, ``maybe_setup_distributed`` picks the
+  process-group backend of the accelerator and fails without one ("No accelerator found");
+  here, with none available, it sets the same module state over a gloo group (``torchrun ...
+  -m speculators_qwen_compat.train ...`` with tests/cpu_site on PYTHONPATH; a rank binds the
+  name from ``speculators.train.cli`` after this hook ran). Outside torchrun it is upstream's.
 - ``speculators.train.dataloader``: the DataLoader is built with ``pin_memory=True``. Without
   an accelerator torch mostly warns and skips pinning, but a run whose batches are upstream's
   empty placeholders (every sample dropped) dies with "pin_memory=True requires a CUDA or other
@@ -37,6 +42,7 @@ from typing import Any
 
 TRAINER = "speculators.train.trainer"
 DATALOADER = "speculators.train.dataloader"
+DISTRIBUTED = "speculators.train.distributed"
 LOGGER = "speculators.train.logger"
 METRICS_ENV = "CPU_TRAINER_METRICS"
 
@@ -83,6 +89,33 @@ def patch_dataloader(module: ModuleType) -> Callable[[], None]:
     return undo
 
 
+def patch_distributed(module: ModuleType) -> Callable[[], None]:
+    """Set ``module``'s (speculators.train.distributed) torchrun state over gloo when there is
+    no accelerator; returns the undo."""
+    import torch
+    import torch.distributed as dist
+
+    setup = module.maybe_setup_distributed
+
+    def cpu_setup(sp_size: int = 1) -> None:
+        if "LOCAL_RANK" not in os.environ or torch.accelerator.is_available():
+            return setup(sp_size)
+        module._local_rank = int(os.environ["LOCAL_RANK"])
+        module._is_distributed = True
+        dist.init_process_group("gloo")
+        module._rank = dist.get_rank()
+        module._world_size = dist.get_world_size()
+        module._init_sp_process_groups(module._rank, module._world_size, sp_size)
+        return None
+
+    module.maybe_setup_distributed = cpu_setup
+
+    def undo() -> None:
+        module.maybe_setup_distributed = setup
+
+    return undo
+
+
 @contextmanager
 def on_cpu() -> Iterator[None]:
     """Upstream's Trainer and dataloader on the CPU inside the block, as they were after it."""
@@ -118,11 +151,12 @@ def _plain(value: Any) -> Any:
 
 
 def register() -> None:
-    """Apply both patches when upstream's modules are imported (training subprocesses)."""
+    """Apply the patches when upstream's modules are imported (training subprocesses)."""
     import wrapt
 
     wrapt.register_post_import_hook(patch_trainer, TRAINER)
     wrapt.register_post_import_hook(patch_dataloader, DATALOADER)
+    wrapt.register_post_import_hook(patch_distributed, DISTRIBUTED)
     if os.environ.get(METRICS_ENV):
         wrapt.register_post_import_hook(log_metrics, LOGGER)
 

@@ -1,13 +1,14 @@
 """Runs that are killed or refused leave nothing that looks like a dataset, and nothing behind.
 
 Every release. The faults are placed by tests/programs/fault_driver.py at exact points (no timing):
-SIGKILL of the run's whole process group before the map, during it (a map worker has counted 1,000
-rows) and after it (the dataset written, not yet in place); a refused run (--strict-data, and the
-error limit: more than three conversations failing with a bug) with an explicit --token-freq-path
-outside --output. The oracle is the file system: --output must not exist after any of them; each
-killed run's scratch folders (the output being written beside --output, the rows under datasets'
-cache, the skip ledger) are swept by the next run, and a run after the kills succeeds without
---overwrite and leaves no scratch folder at all.
+SIGKILL of the run's whole process group before the map, during it (a map worker has counted
+1,000 rows) and after it (the dataset written, not yet in place); a refused run (--strict-data,
+and the error limit: more than three conversations failing with a bug) with an explicit
+--token-freq-path outside --output. The oracle is the file system: --output must not exist
+after any of them; each killed run's scratch folders (the output being written beside
+--output, the rows under datasets' cache, the skip ledger) are swept by the next run, and a
+run after the kills, with another --output in another folder, sweeps the last killed run's
+staged output (killed mid-map) too, succeeds and leaves no scratch folder at all.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from packaging.version import Version
 
 from speculators_qwen_compat.core.errors import DEBUG_ENV
 
-KILL_POINTS = ("before-map", "during-map", "after-map")
+#: the last one is mid-map: the run after it writes another --output and must sweep its folder
+KILL_POINTS = ("before-map", "after-map", "during-map")
 #: one map worker: its first counted batch (1,000 rows, upstream's map batch size) is mid-map
 ROWS = 1100
 ROWS_CACHE = "speculators_qwen_compat_rows"  # data/files.py CACHE_FOLDER
@@ -63,6 +65,7 @@ def _scratch(tmp: Path, output: Path) -> dict[str, list[str]]:
         "staged output": (output.parent, f".{output.name}.incomplete-*"),
         "rows": (tmp / "hf" / ROWS_CACHE, "run-*"),
         "ledger": (tmp / "tmp", "sqc-ledger-*"),
+        "registry": (tmp / "tmp", "sqc-run-folders-*/*"),
     }
     return {
         what: sorted(p.name for p in folder.glob(pattern)) if folder.exists() else []
@@ -80,8 +83,16 @@ def killed(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     for point in KILL_POINTS:
         run = _drive([{"args": args, "kill_at": point}], tmp)
         kills[point] = (run, output.exists(), _scratch(tmp, output))
-    after = _drive([{"args": args}], tmp)
-    return {"kills": kills, "after": after, "output": output, "scratch": _scratch(tmp, output)}
+    other = tmp / "elsewhere" / "other-out"  # another name in another folder
+    after = _drive([{"args": prepare_args(qwen36_dir, other, data, workers=1)}], tmp)
+    return {
+        "kills": kills,
+        "after": after,
+        "output": output,
+        "other": other,
+        "scratch": _scratch(tmp, output),
+        "other scratch": _scratch(tmp, other),
+    }
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
@@ -94,22 +105,26 @@ def test_a_killed_run_leaves_no_output(killed: dict[str, Any], point: str) -> No
     # ledger is added up and removed when the map is over
     if point == "after-map":
         assert scratch.pop("ledger") == []
+    assert len(scratch.pop("registry")) == 1  # its staged output, listed
     for what, names in scratch.items():
         folders = [n for n in names if not n.endswith(".lock")]
         assert len(folders) == 1, (what, names)
         assert names == sorted([folders[0], folders[0] + ".lock"]), (what, names)
 
 
-def test_the_next_run_starts_clean_and_sweeps(killed: dict[str, Any]) -> None:
-    after, output = killed["after"], killed["output"]
+def test_the_next_run_sweeps_whatever_its_output(killed: dict[str, Any]) -> None:
+    """The run after the kills writes another --output elsewhere: the killed runs' staged
+    output beside the first --output is swept all the same (the registry in $TMPDIR)."""
+    after, output, other = killed["after"], killed["output"], killed["other"]
     assert after.returncode == 0, after.stderr[-3000:]
     assert json.loads(after.stdout.strip().splitlines()[-1]) == [0]
-    assert "skipping preprocessing" not in after.stderr  # no --overwrite was needed
-    report = read_report(output)
+    report = read_report(other)
     assert (report["conversations_in"], report["conversations_kept"]) == (ROWS, ROWS)
-    assert (output / "dataset_info.json").is_file()
-    assert output.stat().st_mode & 0o777 == 0o777 & ~_umask()  # as a plain mkdir makes it
-    assert killed["scratch"] == {"staged output": [], "rows": [], "ledger": []}
+    assert (other / "dataset_info.json").is_file()
+    assert other.stat().st_mode & 0o777 == 0o777 & ~_umask()  # as a plain mkdir makes it
+    assert not output.exists()
+    nothing = {"staged output": [], "rows": [], "ledger": [], "registry": []}
+    assert killed["scratch"] == killed["other scratch"] == nothing
     # the last killed run's folders are different from its predecessors': swept, not reused
     seen = [tuple(k[2]["rows"]) for k in killed["kills"].values()]
     assert len(set(seen)) == len(seen)

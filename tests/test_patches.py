@@ -15,6 +15,7 @@ must be what tools/make_patches.py makes of it.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -156,6 +157,26 @@ def test_committed_patches_are_what_make_patches_makes(patched: PatchedSource) -
     assert make_patches.stale(str(RELEASE), installed) == [], "run: make patches"
 
 
+def test_the_local_render_hook_renders_nothing_itself(patched: PatchedSource) -> None:
+    """0.8+: the hand-written render_locally only loads the processor, refuses non-text parts
+    and hands the request to render_rules.request_ids (generated from data/render.py): no
+    template, tokenizer or truncation logic of its own that could drift from the package."""
+    source = _src(patched) / "speculators/data_generation/render_client.py"
+    tree = ast.parse(source.read_text("utf-8"))
+    (function,) = [n for n in tree.body if getattr(n, "name", None) == "render_locally"]
+    called = {ast.unparse(node.func) for node in ast.walk(function) if isinstance(node, ast.Call)}
+    assert "render_rules.request_ids" in called, called
+    assert not {c for c in called if c.rsplit(".", 1)[-1] in _RENDERING}, called
+
+
+#: what rendering calls: a hook calling any of them renders with logic of its own
+_RENDERING = {"apply_chat_template", "encode", "template_messages", "template_tools"}
+
+
+if not RENDERS:
+    del test_the_local_render_hook_renders_nothing_itself
+
+
 @pytest.fixture(scope="module")
 def units(
     patched: PatchedSource, qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory
@@ -232,6 +253,7 @@ def test_probe_normalizer_and_local_render(
         want = out["renders"]["plain"]["want"]
         assert out["renders"]["left"] == want[-5:]
         assert out["renders"]["right"] == want[:5]
+        assert out["renders"]["unset"] == want[:5]  # not the tokenizer's left
 
 
 @pytest.mark.parametrize("style", parity_corpus.STYLES)

@@ -5,6 +5,7 @@ SIGKILLed run does; the kernel drops its locks)."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,3 +70,29 @@ def test_names_are_not_reused(tmp_path: Path) -> None:
     finally:
         for folder in folders:
             run_folders.release(folder)
+
+
+def test_a_dead_runs_registered_folder_is_swept_by_any_registered_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registered folder (staged output beside --output A) of a dead run is swept by the next
+    registered make, whatever its parent and prefix (--output B elsewhere); the registry keeps
+    a link per live folder only."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    a, b = tmp_path / "a", tmp_path / "b"
+    _in_a_child_that_dies(lambda: (run_folders.make(a, ".A.incomplete-", True) / "x").touch())
+    (dead,) = [p for p in a.iterdir() if p.is_dir()]
+    book = run_folders.registry()
+    assert book is not None and len(list(book.iterdir())) == 1
+    mine = run_folders.make(b, ".B.incomplete-", registered=True)
+    try:
+        assert not dead.exists() and list(a.iterdir()) == []
+        (entry,) = book.iterdir()
+        assert Path(os.readlink(entry)) == b / (mine.name + run_folders.LOCK_SUFFIX)
+        # another run's sweep keeps the live run's registered folder
+        _in_a_child_that_dies(lambda: (run_folders._held.clear(), run_folders.sweep_registered()))
+        assert mine.is_dir() and entry.is_symlink()
+    finally:
+        run_folders.release(mine)
+    assert list(book.iterdir()) == [] and list(b.iterdir()) == []

@@ -326,18 +326,24 @@ def test_train_dry_run_without_mask_token_id(checkpoints: dict, tmp_path: Path) 
 
 @pytest.mark.skipif(Version("0.9") > RELEASE, reason="--dry-run is 0.9's")
 def test_train_dry_run_under_torchrun(checkpoints: dict, tmp_path: Path) -> None:
-    """Two CPU ranks (gloo, tests/cpu_rank.py) of the train entry point."""
+    """Two CPU ranks (gloo: tests/cpu_trainer.py, through tests/cpu_site) of the train entry
+    point."""
+    import os
     import subprocess
     import sys
 
     from conftest import subprocess_env
+    from cpu_trainer import subprocess_pythonpath
 
     save = tmp_path / "draft"
-    rank = Path(__file__).with_name("cpu_rank.py")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    env = subprocess_env(
+        COLUMNS="400", PYTHONPATH=subprocess_pythonpath(os.environ.get("PYTHONPATH", ""))
+    )
     result = subprocess.run(
-        [*torchrun, str(rank), *_train_command(checkpoints["qwen35_moe"], save)],
-        capture_output=True, text=True, env=subprocess_env(COLUMNS="400"), timeout=600,
+        [*torchrun, "-m", "speculators_qwen_compat.train",
+         *_train_command(checkpoints["qwen35_moe"], save)],
+        capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     _check_dry_run(result, save, "replaced by an x*(1+w) RMS norm")
 

@@ -4,7 +4,7 @@ in a fresh process once the parent loaded it with ``trust_remote_code=True``; be
 worker quietly got transformers' built-in class instead of the parent's.
 
 The oracle is transformers itself (which class it loads with and without trust); the child is
-a fresh interpreter (tests/processor_loader.py) with the parent's environment, as a spawned
+a fresh interpreter (tests/programs/processor_loader.py) with the parent's environment, as a spawned
 worker is.
 """
 
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
+from conftest import program, subprocess_env
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.data import render
@@ -40,7 +40,7 @@ def _remote_code_model(folder: Path) -> Path:
 
 def _load_in_child(model: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(HERE / "processor_loader.py"), str(model)],
+        [sys.executable, str(program("processor_loader")), str(model)],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
 

@@ -68,8 +68,10 @@ def generated(fix: str, release: str) -> Generated | None:
         summary = "Conversation rules: any training row's turns as chat-template messages."
         return Generated(f"{DATA_GENERATION}/conversation_rules.py", summary, roots)
     if fix == "local-render":
-        names = ("template_messages", "template_tools", "request_messages")
-        summary = "A render request handled the way vLLM 0.32's render endpoint handles it."
+        # request_ids is the whole local render (render_locally calls it, with text_ids as
+        # the encoder); request_messages shapes what the HTTP path sends
+        names = ("request_ids", "text_ids", "request_messages")
+        summary = "A render request answered the way vLLM 0.32's render endpoint answers it."
         return Generated(f"{DATA_GENERATION}/render_rules.py", summary, ((RENDER, names),))
     return None
 

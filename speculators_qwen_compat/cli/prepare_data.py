@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from speculators_qwen_compat import status
 from speculators_qwen_compat.cli import frozen_imports
 from speculators_qwen_compat.cli.deferred_compile import compile_on_first_call
-from speculators_qwen_compat.cli.staged_output import StagedOutput, artifacts
+from speculators_qwen_compat.cli.staged_output import StagedOutput, stage
 from speculators_qwen_compat.cli.support import (
     DEBUG_ENV,
     PACKAGE_LOGGER,
@@ -161,9 +161,10 @@ def _run_typer_command(
             "(pass --render-endpoint URL to use a vLLM server)"
         )
         rest = [*rest, "--render-endpoint", "local"]
-    staged = _stage(rest)
+    freq = _option_value(rest, "--token-freq-path", "")
+    output = Path(_option_value(rest, "--output", "./output"))
+    staged = stage(output, "--overwrite" in rest, Path(freq) if freq else None)
     if staged is not None:
-        freq = _option_value(rest, "--token-freq-path", "")
         rest = [a for a in _without_option(rest, "--output") if a != "--overwrite"]
         rest += ["--output", str(staged.folder)]
         if freq:
@@ -179,22 +180,6 @@ def _run_typer_command(
         staged.abandon()
         staged = None
     return int(code or 0), staged
-
-
-def _stage(rest: list[str]) -> StagedOutput | None:
-    """Upstream's checks on the real ``--output`` (0.8.1/0.9.0 ``cli/prepare_data.py``: an
-    existing dataset is kept without --overwrite; --overwrite refuses a folder holding other
-    files: ``staged_output.artifacts``), then a staging folder beside it; None when upstream is
-    to see the real folder (it holds a dataset and upstream will skip)."""
-    output = Path(_option_value(rest, "--output", "./output"))
-    freq = _option_value(rest, "--token-freq-path", "")
-    replaced: list[Path] = []
-    if output.exists():
-        if "--overwrite" not in rest and any(output.glob("*.arrow")):
-            return None
-        if "--overwrite" in rest:
-            replaced = artifacts(output, Path(freq) if freq else output / "token_freq.pt")
-    return StagedOutput(output, replaced)
 
 
 def _without_option(args: list[str], flag: str) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
-from speculators_qwen_compat.cli.staged_output import StagedOutput, artifacts
+from speculators_qwen_compat.cli.staged_output import StagedOutput, stage
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -109,20 +109,15 @@ def run(preprocessing: ModuleType, args: list[str], prog: str) -> tuple[int, Sta
     code, the staged output to commit, or None when skipped because a dataset is there)."""
     options = vars(build_parser(preprocessing, prog).parse_args(args))
     output = Path(options.pop("output"))
-    overwrite = options.pop("overwrite")
-    replaced: list[Path] = []
     freq = options.get("token_freq_path")
-    if output.exists():
-        if not overwrite and any(output.glob("*.arrow")):
-            log.warning(
-                "Dataset files already exist in %s, skipping preprocessing. "
-                "To overwrite existing files use --overwrite.",
-                output,
-            )
-            return 0, None
-        if overwrite:  # removed only when the new dataset is in place (StagedOutput.commit)
-            replaced = artifacts(output, Path(freq or output / "token_freq.pt"))
-    staged = StagedOutput(output, replaced)
+    staged = stage(output, options.pop("overwrite"), Path(freq) if freq else None)
+    if staged is None:
+        log.warning(
+            "Dataset files already exist in %s, skipping preprocessing. "
+            "To overwrite existing files use --overwrite.",
+            output,
+        )
+        return 0, None
     try:
         if "token_freq_path" in options:
             options["token_freq_path"] = str(

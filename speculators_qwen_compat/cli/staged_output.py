@@ -4,8 +4,11 @@ Why: upstream writes into ``--output`` as it goes (token_freq.pt, then the Arrow
 every release; docs/upstream.md "The prepare_data command"), so a run killed part-way, or one
 that fails after the map (``--strict-data``, the error limit), leaves a folder that looks like a
 dataset, and the next run skips it unless ``--overwrite`` is given. Here upstream writes into
-``<parent>/.<name>.incomplete-XXXX`` (a run folder, data/run_folders.py: swept by the next run
-once its owner is dead), and ``commit`` renames it to ``--output`` after the report is written.
+``<parent>/.<name>.incomplete-XXXX`` (a registered run folder, data/run_folders.py: once its
+owner is dead, swept by the next run of this user with the same ``$TMPDIR``, whatever its
+``--output``, and by any run staging the same ``--output``), and ``commit`` renames it to
+``--output`` after the report is written. ``stage`` is the one place both commands (0.8+'s
+typer command, prepare_data.py; <= 0.7's script, release_script.py) decide this.
 When ``--output`` already exists (``--overwrite``, or a folder without a dataset) the new files
 are moved into it one by one, after the artifacts being replaced are removed; ``artifacts``
 refuses an ``--overwrite`` of a folder holding anything else (upstream's rule, 0.8.1/0.9.0
@@ -37,7 +40,9 @@ class StagedOutput:
         self.final = Path(os.path.abspath(final))
         #: files in ``final`` this run replaces (an --overwrite run's old artifacts)
         self.replaced = list(replaced or [])
-        self.folder = run_folders.make(self.final.parent, staging_prefix(self.final))
+        self.folder = run_folders.make(
+            self.final.parent, staging_prefix(self.final), registered=True
+        )
         # mkdtemp makes it private (0700); --output gets the mode a plain mkdir would give it
         umask = os.umask(0)
         os.umask(umask)
@@ -77,6 +82,22 @@ class StagedOutput:
         """Remove the staged files (the run failed); nothing happens after ``commit``."""
         if os.getpid() == self.pid and run_folders.owned(self.folder):  # not in forked workers
             run_folders.release(self.folder)
+
+
+def stage(output: Path, overwrite: bool, token_freq_path: Path | None) -> StagedOutput | None:
+    """Upstream's checks on the real ``--output`` (0.8.1/0.9.0 ``cli/prepare_data.py``: an
+    existing dataset is kept without ``--overwrite``; ``--overwrite`` refuses a folder holding
+    other files: ``artifacts``), then a staging folder beside it; None when upstream is to see
+    the real folder (it holds a dataset and the run skips). Either way the dead runs' staged
+    folders are swept first."""
+    replaced: list[Path] = []
+    if output.exists():
+        if not overwrite and any(output.glob("*.arrow")):
+            run_folders.sweep_registered()
+            return None
+        if overwrite:  # removed only when the new dataset is in place (StagedOutput.commit)
+            replaced = artifacts(output, token_freq_path or output / "token_freq.pt")
+    return StagedOutput(output, replaced)
 
 
 def staging_prefix(final: Path) -> str:

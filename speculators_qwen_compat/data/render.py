@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from speculators_qwen_compat.data import segment_encoder
@@ -68,9 +68,16 @@ def processor_for(model_path: str) -> Any:
     return processor
 
 
-def render_ids(
+def render_ids(processor: Any, messages: list[dict[str, Any]], **request: Any) -> list[int]:
+    """The token ids vLLM's render endpoint answers for this request (``request_ids``, the text
+    tokenized by segment_encoder.py: the same ids as ``text_ids``, each piece once)."""
+    return request_ids(processor, messages, segment_encoder.encode, **request)
+
+
+def request_ids(
     processor: Any,
     messages: list[dict[str, Any]],
+    encode: Callable[[Any, str], list[int]],
     *,
     add_generation_prompt: bool,
     tools: list[dict[str, Any]] | None = None,
@@ -78,7 +85,8 @@ def render_ids(
     truncate_prompt_tokens: int | None = None,
     truncation_side: str | None = None,
 ) -> list[int]:
-    """The token ids vLLM's render endpoint answers for this request."""
+    """The token ids vLLM's render endpoint answers for this request, the template's text
+    tokenized by ``encode(tokenizer, text)`` (``text_ids``, or an encoder giving its ids)."""
     template = getattr(processor, "chat_template", None)
     text = processor.apply_chat_template(
         template_messages(messages, template if isinstance(template, str) else None),
@@ -87,14 +95,22 @@ def render_ids(
         tokenize=False,
         **(chat_template_kwargs or {}),
     )
-    tokenizer = getattr(processor, "tokenizer", processor)
-    ids = segment_encoder.encode(tokenizer, text)  # same ids, each piece tokenized once
-    if truncate_prompt_tokens is not None and 0 <= truncate_prompt_tokens < len(ids):
-        if truncation_side == "left":
-            ids = ids[len(ids) - truncate_prompt_tokens :]
-        else:
-            ids = ids[:truncate_prompt_tokens]
-    return ids
+    ids = encode(getattr(processor, "tokenizer", processor), text)
+    return truncated(ids, truncate_prompt_tokens, truncation_side)
+
+
+def text_ids(tokenizer: Any, text: str) -> list[int]:
+    """A rendered text's ids as vLLM tokenizes it: no special tokens added (the template wrote
+    them)."""
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def truncated(ids: list[int], limit: int | None, side: str | None) -> list[int]:
+    """``ids`` cut to ``limit`` tokens as vLLM cuts a prompt: on the right unless ``side`` is
+    "left" (never the tokenizer's own ``truncation_side``); a negative limit cuts nothing."""
+    if limit is None or not 0 <= limit < len(ids):
+        return ids
+    return ids[len(ids) - limit :] if side == "left" else ids[:limit]
 
 
 def template_messages(messages: list[dict[str, Any]], template: str | None) -> list[dict[str, Any]]:

@@ -15,6 +15,14 @@ sees a lock file its owner does not hold yet, and a folder never exists without 
 wherever a kill lands. A claim file left by a run killed before the link is removed by a sweep
 once nobody holds it and it is older than CLAIM_GRACE_SECONDS (a live claim is locked within
 microseconds of being made). Linux and macOS (``fcntl``).
+
+A folder made with ``registered=True`` (the output being written, which lies beside whatever
+``--output`` its run was given) is also listed in this user's registry,
+``$TMPDIR/sqc-run-folders-<uid>/``: one symbolic link per folder, to its lock file, made before
+the lock file is linked (so no such folder exists unlisted). Every registered ``make`` (and
+``sweep_registered``) first sweeps the dead folders listed there, wherever they are; a link
+whose lock file is gone (released, or swept by a run of the same prefix) is removed once older
+than CLAIM_GRACE_SECONDS.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import fcntl
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -33,19 +42,28 @@ CLAIM_PREFIX = ".claim-"
 #: a claim file this old and unlocked belongs to a run killed while claiming
 CLAIM_GRACE_SECONDS = 60.0
 
+#: the registry's folder in the temporary folder, followed by the user's id
+REGISTRY_PREFIX = "sqc-run-folders-"
+
 #: folder -> the open lock file holding it (kept open for the life of the process).
 _held: dict[Path, int] = {}
+#: registered folder -> its link in the registry
+_listed: dict[Path, Path] = {}
 
 
-def make(parent: Path, prefix: str) -> Path:
+def make(parent: Path, prefix: str, registered: bool = False) -> Path:
     """A new folder ``parent/prefix...`` owned by this process, after sweeping the folders
-    under the same prefix whose owners are dead."""
+    under the same prefix whose owners are dead (and, ``registered``, the dead ones listed in
+    the registry, where the new folder is listed too)."""
     parent.mkdir(parents=True, exist_ok=True)
+    book = registry() if registered else None
+    if book is not None:
+        sweep_registered(book)
     sweep(parent, prefix)
     fd, temporary = tempfile.mkstemp(prefix=CLAIM_PREFIX, dir=parent)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh file: nobody else holds it
     try:
-        folder = _claimed_folder(Path(temporary), parent, prefix)
+        folder = _claimed_folder(Path(temporary), parent, prefix, book)
     except BaseException:
         os.close(fd)
         raise
@@ -55,20 +73,77 @@ def make(parent: Path, prefix: str) -> Path:
     return folder
 
 
-def _claimed_folder(claim: Path, parent: Path, prefix: str) -> Path:
-    """A new name under ``parent``: the held ``claim`` linked as its lock file (the link fails
-    if another run took the name), then the folder made."""
+def _claimed_folder(claim: Path, parent: Path, prefix: str, book: Path | None) -> Path:
+    """A new name under ``parent``: listed in ``book`` (if any), the held ``claim`` linked as
+    its lock file (the link fails if another run took the name), then the folder made."""
     while True:
         folder = parent / f"{prefix}{secrets.token_hex(6)}"
+        entry = None if book is None else _list(book, folder)
         try:
             os.link(claim, _lock_of(folder))
         except FileExistsError:
+            _unlist(entry)
             continue
         try:
             folder.mkdir(mode=0o700)  # private, as mkdtemp makes it
-            return folder
         except FileExistsError:  # a folder of that name without its lock: not ours
             _lock_of(folder).unlink()
+            _unlist(entry)
+            continue
+        if entry is not None:
+            _listed[folder] = entry
+        return folder
+
+
+def registry() -> Path | None:
+    """This user's registry of run folders (made private on first use); None when that name
+    is taken by anything but a folder of this user's."""
+    book = Path(tempfile.gettempdir()) / f"{REGISTRY_PREFIX}{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        book.mkdir(mode=0o700)
+    info = book.lstat()
+    return book if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() else None
+
+
+def _list(book: Path, folder: Path) -> Path:
+    while True:
+        entry = book / secrets.token_hex(8)
+        try:
+            os.symlink(os.path.abspath(_lock_of(folder)), entry)
+            return entry
+        except FileExistsError:
+            continue
+
+
+def _unlist(entry: Path | None) -> None:
+    if entry is not None:
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+
+
+def sweep_registered(book: Path | None = None) -> list[Path]:
+    """Remove the folders listed in the registry whose lock nobody holds, wherever they are,
+    and the links whose lock file is gone for longer than CLAIM_GRACE_SECONDS; the folders
+    removed."""
+    book = book or registry()
+    removed: list[Path] = []
+    for entry in sorted(book.iterdir()) if book is not None else []:
+        try:
+            lock = Path(os.readlink(entry))
+        except OSError:  # not a link of ours, or unlisted meanwhile
+            continue
+        folder = lock.with_name(lock.name.removesuffix(LOCK_SUFFIX))
+        if folder in _held or not lock.name.endswith(LOCK_SUFFIX):
+            continue
+        if os.path.lexists(lock):
+            if _remove_if_unheld(lock, folder):
+                removed.append(folder)
+                _unlist(entry)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                if time.time() - entry.lstat().st_mtime > CLAIM_GRACE_SECONDS:
+                    _unlist(entry)
+    return removed
 
 
 def release(folder: Path, remove: bool = True) -> None:
@@ -79,6 +154,7 @@ def release(folder: Path, remove: bool = True) -> None:
         shutil.rmtree(folder, ignore_errors=True)
     with contextlib.suppress(FileNotFoundError):
         _lock_of(folder).unlink()
+    _unlist(_listed.pop(folder, None))
     if fd is not None:
         os.close(fd)
 

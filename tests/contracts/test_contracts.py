@@ -1,13 +1,13 @@
 """Upstream's contracts hold with the fixes on: every wrapped function, on the installed release.
 
-Oracle: upstream itself. probe.py calls each function a fix wraps (see its docstring) on inputs
-upstream accepts, once with the fixes off (``SPECULATORS_QWEN_COMPAT=0``) and once on, in two
-interpreters of this release. With the fixes on, a call must return the same types, lengths and
-keys (and the same value where the value is plain data), leave its arguments as upstream
-leaves them, and raise an instance of the exception type upstream raises. The differences that
-are the point of a fix are listed in DELIBERATE, each with its reason (docs/maintainers.md,
-"Upstream's contracts"). Cost: two probe interpreters side by side, about 20 s per release on a
-quiet machine.
+Oracle: upstream itself. tests/programs/contract_probe.py calls each function a fix wraps (see
+its docstring) on inputs upstream accepts, once with the fixes off
+(``SPECULATORS_QWEN_COMPAT=0``) and once on, in two interpreters of this release. With the fixes
+on, a call must return the same types, lengths and keys (and the same value where the value is
+plain data), leave its arguments as upstream leaves them, and raise an instance of the exception
+type upstream raises. The differences that are the point of a fix are listed in DELIBERATE, each
+with its reason (docs/maintainers.md, "Upstream's contracts"). Cost: two probe
+interpreters side by side, about 20 s per release on a quiet machine.
 """
 
 from __future__ import annotations
@@ -15,17 +15,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RELEASE, subprocess_env
+from conftest import RELEASE, program, subprocess_env
 from packaging.version import Version
 
 from speculators_qwen_compat.core.startup import ENV_SWITCH
 from speculators_qwen_compat.data.render_faults import RETRY_SECONDS_ENV
 
-PROBE = Path(__file__).with_name("probe.py")
+PROBE = program("contract_probe")
 OLD = Version("0.6") > RELEASE  # 0.5 drops tool turns, tool calls and reasoning_content
 KEEPS_EMPTY_ROWS = Version("0.8") > RELEASE  # <= 0.7 keep rows with an all-zero loss mask
 

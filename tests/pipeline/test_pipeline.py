@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import program
 
 from .conftest import (
     AUX_LAYERS,
@@ -26,8 +27,6 @@ from .conftest import (
     run,
 )
 from .models import MOE
-
-HERE = Path(__file__).resolve().parent
 
 DRAFTERS = ("eagle3", "dflash")
 MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream would add <|MASK|>
@@ -159,7 +158,7 @@ def test_verifier_norm_gives_the_final_hidden_state(stage: Stage) -> None:
         for d in DRAFTERS
     ]
     check = run(
-        "-m", "speculators_qwen_compat.run", str(HERE / "verifier_norm_check.py"), str(states),
+        "-m", "speculators_qwen_compat.run", str(program("verifier_norm_check")), str(states),
         *(str(path) for pair in pairs for path in pair),
     )  # fmt: skip
     assert check.returncode == 0, check.stderr[-3000:]

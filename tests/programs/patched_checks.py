@@ -143,6 +143,17 @@ def _local_renders(params: dict[str, Any]) -> dict[str, Any]:
                                 truncate_prompt_tokens=5, truncation_side=side)
             for side in ("left", "right")
         )  # fmt: skip
+        # no side asked, with a tokenizer whose own side is left: vLLM cuts on the right
+        from speculators.data_generation import render_client
+
+        left_handed = AutoTokenizer.from_pretrained(params["model"], truncation_side="left")
+        try:
+            out["unset"] = render_conversation(
+                render_client.local_endpoint(left_handed), plain, add_generation_prompt=True,
+                truncate_prompt_tokens=5,
+            )  # fmt: skip
+        finally:
+            render_client._local_processors.clear()  # the next check loads its own
     return out
 
 

@@ -1,8 +1,8 @@
 """Call every upstream function a fix wraps, on inputs upstream accepts, and record the outcome.
 
-Run as a script by test_contracts.py, twice per release: with the fixes off
-(``SPECULATORS_QWEN_COMPAT=0``, upstream as installed) and on. Usage:
-``python probe.py WORKDIR OUT.json``. For each case it writes what came back (``shape``: types,
+Run as a script by contracts/test_contracts.py, twice per release: with the fixes off
+(``SPECULATORS_QWEN_COMPAT=0``, upstream as installed) and on. Usage: ``python
+contract_probe.py WORKDIR OUT.json``. For each case it writes what came back (``shape``: types,
 lengths, keys; ``value``: the JSON form where the value is small), what was raised (the
 exception's class names, most derived first, and its message) and whether the arguments were
 left unchanged. The test compares the two runs: upstream's own outcome is the oracle.

@@ -18,10 +18,13 @@ request is handled the way the server handles it before the template runs:
   ones null, other keys dropped);
 - ``developer`` turns become ``system`` and all system turns merge into the first, joined with a
   blank line (only when the template does not name the developer role);
-- ids: the template's text tokenized without added special tokens (segment_encoder.py: the same
+- ids: the template's text tokenized without added special tokens, by the tokenizer class vLLM
+  builds for the checkpoint (vllm_tokenizer.py; segment_encoder.py: the same
   ids, each piece between special tokens tokenized once per process and the ids of the part a
   render shares with the previous one reused), then truncated to
-  ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side).
+  ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side);
+- images: each ``image_url`` part's placeholder becomes the processor's count of
+  ``<|image_pad|>`` ids before truncation, which must keep every image whole (data/media.py).
 
 ``request_messages`` is the other half: what the HTTP path sends, in the shape vLLM validates
 (each tool call with an ``id``, ``type`` "function" and string ``arguments``); a mapping the
@@ -35,7 +38,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from speculators_qwen_compat.data import segment_encoder
+from speculators_qwen_compat.data import media, segment_encoder, vllm_tokenizer
 from speculators_qwen_compat.data.content_format import OPENAI, content_format
 
 _processors: dict[str, Any] = {}
@@ -50,6 +53,7 @@ def remember(model_path: str, processor: Any) -> None:
     the model's own code (the parent trusted it), spawned workers may load it the same way."""
     _processors[model_path] = processor
     tokenizer = getattr(processor, "tokenizer", processor)
+    vllm_tokenizer.for_rendering(tokenizer)  # loaded once here, before map workers fork
     if any(type(o).__module__.startswith(REMOTE_CODE_MODULES) for o in (processor, tokenizer)):
         trusted = set(filter(None, os.environ.get(TRUSTED_ENV, "").split(os.pathsep)))
         os.environ[TRUSTED_ENV] = os.pathsep.join(sorted(trusted | {model_path}))
@@ -79,6 +83,7 @@ def render_ids(
     truncation_side: str | None = None,
 ) -> list[int]:
     """The token ids vLLM's render endpoint answers for this request."""
+    urls = media.image_urls(messages)
     template = getattr(processor, "chat_template", None)
     text = processor.apply_chat_template(
         template_messages(messages, template if isinstance(template, str) else None),
@@ -87,8 +92,10 @@ def render_ids(
         tokenize=False,
         **(chat_template_kwargs or {}),
     )
-    tokenizer = getattr(processor, "tokenizer", processor)
+    tokenizer = vllm_tokenizer.for_rendering(getattr(processor, "tokenizer", processor))
     ids = segment_encoder.encode(tokenizer, text)  # same ids, each piece tokenized once
+    if urls:  # each image's placeholder becomes the processor's count (data/media.py)
+        return media.expand(processor, ids, urls, truncate_prompt_tokens, truncation_side)
     if truncate_prompt_tokens is not None and 0 <= truncate_prompt_tokens < len(ids):
         if truncation_side == "left":
             ids = ids[len(ids) - truncate_prompt_tokens :]

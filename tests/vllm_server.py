@@ -229,10 +229,12 @@ def start(
     port: int | None = None,
     extra_args: tuple[str, ...] | list[str] = (),
     max_model_len: int = 32768,
+    torchvision: bool = False,
 ) -> VllmServer:
-    """The render server (``vllm launch render``) on 127.0.0.1, answering /health."""
+    """The render server (``vllm launch render``) on 127.0.0.1, answering /health;
+    ``torchvision`` for a composite Qwen3.5/3.6 checkpoint (vLLM's qwen3_5 model imports it)."""
     args = ["launch", "render", str(model_dir), "--max-model-len", str(max_model_len)]
-    return _server([*args, *RENDER_FLAGS, *extra_args], port, False, START_TIMEOUT)
+    return _server([*args, *RENDER_FLAGS, *extra_args], port, torchvision, START_TIMEOUT)
 
 
 def serve_hidden_states(

@@ -20,9 +20,10 @@ What the local path does not render is a skipped conversation with its reason, n
 that could differ from the server's: video and audio parts (vLLM samples frames and inserts
 timestamps), URLs other than ``file://`` (the server would fetch them), a file that is missing
 or not an image, a target without an image processor (a text-only checkpoint: vLLM refuses
-images for it too). Pillow not installed is fatal for the run (``MediaUnavailable``: install
-Pillow, or render through a server with ``--render-endpoint URL``); text-only data never
-imports it.
+images for it too). A vision-language checkpoint (``vision_config``) whose image processor this
+venv cannot build, or no Pillow, is fatal for the run (``MediaUnavailable``: install Pillow and
+torchvision, or render through a server with ``--render-endpoint URL``); text-only data never
+imports Pillow.
 """
 
 from __future__ import annotations
@@ -36,12 +37,19 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.data import vllm_tokenizer
 
 #: Content part types that carry media, as upstream's ``_adapt_part_for_vllm`` writes them.
 IMAGE = "image_url"
 OTHER_MEDIA = ("video_url", "audio_url", "input_audio", "video", "audio")
 #: vLLM's message for a file that is not there (its 500 answer; counted as a skip on both paths).
 MISSING_FILE = "[Errno 2] No such file or directory: '<path>'"
+#: The one line of a run that meets images where this venv cannot read them.
+NO_IMAGES = (
+    "image parts need Pillow and the checkpoint's image processor to render locally: install "
+    "them (pip install pillow torchvision) or render through a vLLM server with "
+    "--render-endpoint URL"
+)
 #: vLLM's own limit on an image's pixels (``VLLM_MAX_IMAGE_PIXELS``, default 178,956,970).
 VLLM_MAX_IMAGE_PIXELS = 178_956_970
 
@@ -90,11 +98,15 @@ def expand(
 ) -> list[int]:
     """``ids`` (the template's text tokenized, untruncated) with each image placeholder
     expanded to its count, then truncated as vLLM truncates a multimodal prompt."""
-    pillow()  # before anything else: the fix for a venv without it is the same for every row
     image_processor = getattr(processor, "image_processor", None)
     token_id = getattr(processor, "image_token_id", None)
     if image_processor is None or not isinstance(token_id, int):
+        tokenizer = getattr(processor, "tokenizer", processor)
+        path = str(getattr(tokenizer, "name_or_path", "") or "")
+        if "vision_config" in vllm_tokenizer.checkpoint_config(path):
+            raise MediaUnavailable(NO_IMAGES)  # a vision model whose processor this venv lacks
         raise MediaNotRendered("the target has no image processor (a text-only checkpoint)")
+    pillow()  # the same fix for every row: fail before the first image is read
     counts = [image_tokens(image_processor, url) for url in urls]
     out: list[int] = []
     spans: list[tuple[int, int]] = []
@@ -175,10 +187,7 @@ def pillow() -> tuple[Any, Any]:
     try:
         from PIL import Image, ImageOps
     except ImportError:
-        raise MediaUnavailable(
-            "image parts need Pillow to render locally: install it (pip install pillow "
-            "torchvision) or render through a vLLM server with --render-endpoint URL"
-        ) from None
+        raise MediaUnavailable(NO_IMAGES) from None
     return Image, ImageOps
 
 

@@ -67,17 +67,24 @@ def _vllm_class_tokenizer(tokenizer: Any) -> Any:
 
 
 def model_type(path: str) -> str | None:
-    """``model_type`` of the checkpoint's config.json (a local folder or the Hub cache)."""
+    """``model_type`` of the checkpoint's config.json, or None."""
+    found = checkpoint_config(path).get("model_type")
+    return found if isinstance(found, str) else None
+
+
+def checkpoint_config(path: str) -> dict[str, Any]:
+    """The checkpoint's config.json (a local folder or the Hub cache); {} when it has none (a
+    tokenizer-only folder)."""
     if not path:
-        return None
+        return {}
     config = Path(path) / "config.json"
     try:
         if config.is_file():
-            found = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+            found = json.loads(config.read_text(encoding="utf-8"))
         else:
             from transformers import PretrainedConfig
 
-            found = PretrainedConfig.get_config_dict(path)[0].get("model_type")
-    except Exception:  # no config (a tokenizer-only folder): no forced class
-        return None
-    return found if isinstance(found, str) else None
+            found = PretrainedConfig.get_config_dict(path)[0]
+    except Exception:
+        return {}
+    return found if isinstance(found, dict) else {}

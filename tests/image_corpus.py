@@ -21,9 +21,10 @@ smaller maximum).
 Images are PNGs written here with the standard library (deterministic bytes, no Pillow in the
 CPU venvs); the server and transformers' processor decode them.
 
-Golden answers recorded from the real server live in tests/golden/vllm-<version>/images-<kind>
-.json (``python tests/image_corpus.py record [KIND ...]`` with the vLLM venv built; tests/test_vllm_images.py
-re-renders on every run with the server and fails on any drift). The request holds absolute
+Golden answers recorded from the real server live in
+tests/golden/vllm-<version>/images-<kind>.json (``python tests/image_corpus.py record [KIND ...]``
+with the vLLM venv built; tests/test_vllm_images.py re-renders on every run with the server and
+fails on any drift). The request holds absolute
 paths; the golden entry holds only ids or a status, so it does not depend on where the images
 are.
 """
@@ -31,7 +32,6 @@ are.
 from __future__ import annotations
 
 import dataclasses
-import json
 import struct
 import sys
 import zlib
@@ -203,8 +203,9 @@ def cases(media: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def golden_path(kind: str, version: str) -> Path:
-    return parity_corpus.GOLDEN / f"vllm-{version}" / f"images-{kind}.json"
+def golden_name(kind: str) -> str:
+    """The golden file's name beside the text corpus' (parity_corpus.golden_path)."""
+    return f"images-{kind}"
 
 
 def server_answers(media: Path, render: Any) -> dict[str, Any]:
@@ -216,15 +217,7 @@ def server_answers(media: Path, render: Any) -> dict[str, Any]:
 
 
 def load_golden(kind: str, version: str) -> dict[str, Any]:
-    return json.loads(golden_path(kind, version).read_text())
-
-
-def write_golden(kind: str, version: str, answers: dict[str, Any]) -> Path:
-    path = golden_path(kind, version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(answers.items())]
-    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
-    return path
+    return parity_corpus.load_golden(golden_name(kind), version)
 
 
 def start_server(model: Path, media: Path | None) -> Any:
@@ -249,7 +242,7 @@ def record(kinds: tuple[str, ...] = tuple(KINDS)) -> None:
             model = model_folder(Path(tmp) / "model", kind, vocab_dir())
             with start_server(model, media) as server:
                 answers = server_answers(media, server.render)
-        path = write_golden(kind, vllm_server.VLLM_VERSION, answers)
+        path = parity_corpus.write_golden(golden_name(kind), vllm_server.VLLM_VERSION, answers)
         print(f"wrote {path} ({len(answers)} cases)")
 
 

@@ -62,6 +62,22 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Pa
     return media, models
 
 
+@pytest.fixture(scope="module")
+def processor_of(corpus: Any) -> Any:
+    """``processor_of(kind)``: AutoProcessor of the kind's folder (``Qwen3VLProcessor``), loaded
+    once per module."""
+    from transformers import AutoProcessor
+
+    loaded: dict[str, Any] = {}
+
+    def get(kind: str) -> Any:
+        if kind not in loaded:
+            loaded[kind] = AutoProcessor.from_pretrained(str(corpus[1][kind]))
+        return loaded[kind]
+
+    return get
+
+
 def test_corpus_covers_the_image_shapes() -> None:
     cases = image_corpus.cases(Path("/m"))
     for kind in image_corpus.KINDS:
@@ -96,11 +112,11 @@ def test_text_cases_use_the_tokenizer_vllm_builds(kind: str, corpus: Any) -> Non
 
 @pytest.mark.vision
 @pytest.mark.parametrize("kind", image_corpus.KINDS)
-def test_local_image_rendering_matches_golden_server_ids(kind: str, corpus: Any) -> None:
-    from transformers import AutoProcessor
-
-    media, models = corpus
-    processor = AutoProcessor.from_pretrained(str(models[kind]))
+def test_local_image_rendering_matches_golden_server_ids(
+    kind: str, corpus: Any, processor_of: Any
+) -> None:
+    media, _ = corpus
+    processor = processor_of(kind)
     golden = image_corpus.load_golden(kind, vllm_server.VLLM_VERSION)
     local = {name: _local(processor, case) for name, case in image_corpus.cases(media).items()}
     assert parity_corpus.mismatches(local, golden) == []
@@ -110,17 +126,15 @@ def test_local_image_rendering_matches_golden_server_ids(kind: str, corpus: Any)
 
 @pytest.mark.vision
 def test_no_pillow_fails_with_one_line_naming_the_fixes(
-    corpus: Any, monkeypatch: pytest.MonkeyPatch
+    corpus: Any, processor_of: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where Pillow cannot be imported, the first image fails the run (a CompatError: the entry
     point prints it as its one line), not a skip; text-only requests never import it."""
-    from transformers import AutoProcessor
-
     from speculators_qwen_compat.core.errors import CompatError
     from speculators_qwen_compat.data import media
 
-    media_dir, models = corpus
-    processor = AutoProcessor.from_pretrained(str(models["dense"]))
+    media_dir, _ = corpus
+    processor = processor_of("dense")
     cases = image_corpus.cases(media_dir)
     monkeypatch.setitem(sys.modules, "PIL", None)  # `import PIL` raises ImportError
     media._decoded_size.cache_clear()
@@ -137,13 +151,14 @@ def test_no_pillow_fails_with_one_line_naming_the_fixes(
 
 @pytest.mark.vision
 @pytest.mark.parametrize("kind", image_corpus.KINDS)
-def test_transformers_processor_counts_match_golden(kind: str, corpus: Any) -> None:
+def test_transformers_processor_counts_match_golden(
+    kind: str, corpus: Any, processor_of: Any
+) -> None:
     """The second oracle: transformers' Qwen3VLProcessor on the image itself, no server."""
     from PIL import Image
-    from transformers import AutoProcessor
 
-    media, models = corpus
-    processor = AutoProcessor.from_pretrained(str(models[kind]))
+    media, _ = corpus
+    processor = processor_of(kind)
     golden = image_corpus.load_golden(kind, vllm_server.VLLM_VERSION)
     placeholder = "<|vision_start|><|image_pad|><|vision_end|>"
     for name, (width, height) in image_corpus.IMAGES.items():
@@ -218,10 +233,15 @@ def _image_rows(media: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _prepare(release: str, model: Path, out: Path, data: Path, cwd: Path, *extra: str) -> Any:
+def _prepare(
+    release: str, model: Path, out: Path, data: Path, cwd: Path, *extra: str, retry: bool = False
+) -> Any:
     """prepare_data of ``release`` on the vision base (the processor path a Qwen3.6 checkpoint
-    takes), whatever release and base run pytest."""
-    env = subprocess_env(SPECULATORS_QWEN_COMPAT_RENDER_RETRY_SECONDS="20")
+    takes), whatever release and base run pytest; ``retry``: the default retry budget (180 s)
+    for a failing server, else 20 s."""
+    env = subprocess_env()
+    if not retry:
+        env["SPECULATORS_QWEN_COMPAT_RENDER_RETRY_SECONDS"] = "20"
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in paths if p and Path(p).parent.parent.name != "rel"
@@ -287,12 +307,12 @@ def test_server_without_local_media_fails_the_run_naming_the_flag(
         started = time.monotonic()
         run = _prepare(
             "0.9.0", models["dense"], tmp_path / "out", data, tmp_path,
-            "--render-endpoint", server.url,
+            "--render-endpoint", server.url, retry=True,
         )  # fmt: skip
         took = time.monotonic() - started
     assert run.returncode != 0
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("speculators_qwen_compat: error: ")
-    assert "--allowed-local-media-path" in last
-    assert took < 120  # no retry budget spent on it
+    assert "start vLLM with --allowed-local-media-path DIR" in last  # the fix, not only the body
+    assert took < 150  # fails at once: not after the 180 s retry budget
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -62,6 +62,7 @@ IMAGES = {
 }
 MISSING = "missing"  # a file that is not there
 WORDS = "加拿大\n新加坡\n俱乐部\n众所周知"  # each word alone on its line: one pre-token
+SERVER_START = 900.0  # seconds a composite model's render server may take to start
 IMAGE_PAD = 248056  # <|image_pad|> in the real vocabulary (transformers' default image_token_id)
 
 
@@ -226,7 +227,9 @@ def start_server(model: Path, media: Path | None) -> Any:
     import vllm_server
 
     extra = ("--allowed-local-media-path", str(media)) if media is not None else ()
-    return vllm_server.start(model, extra_args=extra, torchvision=True)
+    # a composite model's start-up warms the processor up on a largest image: 10-20 s idle,
+    # minutes with every core busy
+    return vllm_server.start(model, extra_args=extra, torchvision=True, timeout=SERVER_START)
 
 
 def record(kinds: tuple[str, ...] = tuple(KINDS)) -> None:

@@ -1,4 +1,5 @@
-"""Assert that two prepare_data outputs hold identical rows (same order, ids and masks) and, when
+"""Assert that two prepare_data outputs hold identical rows (same order, ids and masks, and
+``messages`` when they have it) and, when
 both wrote one, the same token_freq.pt: ``python compare_rows.py OUTPUT_A OUTPUT_B``; prints the
 number of rows. Streams both datasets in Arrow batches (a million rows fit in no Python list)."""
 
@@ -20,9 +21,13 @@ def main() -> None:
         sys.exit(f"outputs differ: {len(first)} vs {len(second)} rows")
     if not len(first):
         sys.exit("both outputs are empty")
+    # multimodal rows keep upstream's messages column: compared too when both have it
+    columns = COLUMNS + [c for c in ("messages",) if c in first.column_names]
+    if set(first.column_names) != set(second.column_names):
+        sys.exit(f"outputs differ in columns: {first.column_names} vs {second.column_names}")
     batches: Any = zip(
-        first.select_columns(COLUMNS).with_format("arrow").iter(batch_size=BATCH),
-        second.select_columns(COLUMNS).with_format("arrow").iter(batch_size=BATCH),
+        first.select_columns(columns).with_format("arrow").iter(batch_size=BATCH),
+        second.select_columns(columns).with_format("arrow").iter(batch_size=BATCH),
         strict=True,
     )
     for number, (a, b) in enumerate(batches):

@@ -12,7 +12,9 @@ that ran next to each other (the order reversed every other round):
    on a slice of the mix: 0.5.0 (0.5-0.7, local rendering) and 0.9.0 (0.8+, both through the
    real vLLM render server, which renders one request at a time);
 2. on 0.9.0, ``--render-endpoint local`` against the real vLLM render server on that slice
-   (rows identical);
+   (rows identical); and on an image slice (bench/make_images.py: a few hundred conversations
+   with generated PNGs by path, the composite checkpoint, the vision base), the same pair
+   (rows identical, ``messages`` included);
 3. memory: peak PSS of the whole process tree, entry point and hand-patched 0.5.0, on short
    chats at 100,000 and 1,000,000 conversations (identical rows, so their times compare too);
 4. ``python -c pass`` with the .pth active against switched off;
@@ -56,12 +58,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the prepare_data runs")
     parser.add_argument("--start-rounds", type=int, default=5)
     parser.add_argument("--start-repeat", type=int, default=10, help="interpreters per sample")
+    parser.add_argument("--image-slice", type=int, default=300, help="image conversations")
     parser.add_argument("--seq-length", type=int, default=2048)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--vocab", type=Path, default=ROOT / ".venvs" / "assets" / "qwen36-vocab")
     parser.add_argument("--peer-good-rows", type=int, default=200, help="rows beside a bad one")
     parser.add_argument("--only", default="", help="comma-separated parts (memory,mix,new,floor,"
-                        "old,start,peer); default all")  # fmt: skip
+                        "old,start,peer,images); default all")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="only print the tables")
     return parser.parse_args(argv)
 
@@ -135,6 +138,28 @@ def measure_new_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Sa
     return samples
 
 
+def measure_images(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    count = args.image_slice
+    print(f"== {NEW}: image conversations, local vs real vLLM, {count}", flush=True)
+    workloads.make_images(setup, count, args.vocab)
+    data = workloads.IMAGES
+    with workloads.image_render_server(setup) as url:
+        print(f"  vLLM render server at {url}", flush=True)
+        commands = [
+            workloads.entry_point(setup, NEW, "entry-0.9-img-local", data, args.workers,
+                                  "--render-endpoint", "local", vision=True),
+            workloads.entry_point(setup, NEW, "entry-0.9-img-http", data, args.workers,
+                                  "--render-endpoint", url, vision=True),
+        ]  # fmt: skip
+        samples = alternate(commands, args.rounds, logs)
+    label = "local vs vLLM rendering, images"
+    SAME_ROWS[label] = workloads.compare_rows(
+        setup, NEW, "entry-0.9-img-local", "entry-0.9-img-http"
+    )
+    print(f"  {label}: {SAME_ROWS[label]}", flush=True)
+    return samples
+
+
 def measure_floor(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
     print(f"== {OLD}: floor, {args.slice} conversations", flush=True)
     commands = [
@@ -184,6 +209,8 @@ RUNS = {
     "hand-0.9-http": (NEW, "slice", "hand-patched upstream, real vLLM /render"),
     "entry-0.9-local": (NEW, "slice", "entry point, `--render-endpoint local`"),
     "entry-0.5-slice": (OLD, "slice", "entry point"),
+    "entry-0.9-img-local": (NEW, "images", "entry point, `--render-endpoint local`, images"),
+    "entry-0.9-img-http": (NEW, "images", "entry point, real vLLM /render, images"),
     "floor-loop": (OLD, "slice", "floor: plain apply_chat_template loop, 1 process"),
     "entry-0.9-vs-peer": (NEW, "slice", "entry point, `--render-endpoint local` (beside the peer)"),
     "specforge": (NEW, "slice", "SpecForge 0.2.0: prepare_prompt_tasks, template `qwen3.5`"),
@@ -254,6 +281,12 @@ def ratios_of(samples: Samples, args: argparse.Namespace, tokens: dict[str, int]
             f"2b. the same runs, rendering phase only ({NEW})",
             "map over the conversations, from the runs' log timestamps",
             paired_ratios(samples, "entry-0.9-local", "entry-0.9-http", "phase"),
+        ),
+        Ratio(
+            f"2c. local vs real HTTP rendering, images ({NEW}, {args.image_slice:,} image "
+            "conversations)",
+            "`--render-endpoint local` / vLLM render server (vision base, identical rows)",
+            **both("entry-0.9-img-local", "entry-0.9-img-http"),
         ),
     ]
     if sizes:
@@ -338,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             "old": measure_old_family,
             "start": measure_start_up,
             "peer": measure_peer,
+            "images": measure_images,
         }
         chosen = [p for p in args.only.split(",") if p] or list(parts)
         samples: Samples = {}

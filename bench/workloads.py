@@ -73,6 +73,10 @@ class Setup:
     def model(self) -> Path:
         return self.work / "qwen36-model"
 
+    @property
+    def vision_model(self) -> Path:
+        return self.work / "qwen36-vl-model"
+
     def data(self, name: str) -> Path:
         return self.work / "data" / name / "sharegpt.jsonl"
 
@@ -158,14 +162,17 @@ def entry_point(
     workers: int,
     *extra: str,
     phase: tuple[str, str] | None = None,
+    vision: bool = False,
 ) -> Command:
-    """``python -m speculators_qwen_compat.prepare_data`` on ``data/DATA``."""
+    """``python -m speculators_qwen_compat.prepare_data`` on ``data/DATA``; ``vision``: on the
+    vision base with the composite checkpoint (the image slice)."""
+    python = [*setup.python(release), "vision"] if vision else setup.python(release)
     argv = [
-        *setup.python(release),
+        *python,
         "-m",
         "speculators_qwen_compat.prepare_data",
         "--model",
-        str(setup.model),
+        str(setup.vision_model if vision else setup.model),
         "--data",
         str(setup.data(data)),
         "--output",
@@ -237,6 +244,45 @@ def render_server(setup: Setup, warm_up: Path) -> Iterator[str]:
         yield str(server.url)
     finally:
         server.stop()
+
+
+IMAGES = "images"  # the image slice's data name
+
+
+def make_images(setup: Setup, count: int, vocab: Path) -> None:
+    """``bench/make_images.py``: the image slice (``data/images``) and the composite model."""
+    folder = setup.data(IMAGES).parent
+    argv = _script(setup, "0.9.0", "make_images.py", folder, setup.vision_model, count, vocab)
+    subprocess.run([*argv, str(setup.seed)], env=environment(), check=True)
+
+
+@contextmanager
+def image_render_server(setup: Setup) -> Iterator[str]:
+    """The real vLLM render server on the composite model, reading the slice's images
+    (tests/image_corpus.py: with torchvision and ``--allowed-local-media-path``); warmed up on
+    the first ``WARM_UP`` conversations, untimed, each image sent as upstream sends it."""
+    corpus = _tests_module("image_corpus")
+    server = corpus.start_server(setup.vision_model, setup.data(IMAGES).parent / "media")
+    try:
+        with setup.data(IMAGES).open(encoding="utf-8") as lines:
+            for _, line in zip(range(WARM_UP), lines, strict=False):
+                messages = [
+                    {**turn, "content": [_as_sent(part) for part in turn["content"]]}
+                    if isinstance(turn["content"], list) else turn
+                    for turn in json.loads(line)["messages"]
+                ]  # fmt: skip
+                status, answer = server.render({"messages": messages})
+                if status != 200:
+                    raise SystemExit(f"vLLM warm-up render failed ({status}): {answer}")
+        yield str(server.url)
+    finally:
+        server.stop()
+
+
+def _as_sent(part: dict[str, Any]) -> dict[str, Any]:
+    if part.get("type") != "image":
+        return part
+    return {"type": "image_url", "image_url": {"url": Path(part["path"]).as_uri()}}
 
 
 def _warm(server: Any, messages: Path) -> None:

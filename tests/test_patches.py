@@ -387,11 +387,7 @@ def prepared(
 #: Where the patched upstream treats hostile rows unlike the package, and why (README of
 #: patches/, "Compared with the run-time package"); every other row must come out as the
 #: package's. Rows the package keeps that the patches skip:
-HOSTILE_SKIPPED: dict[str, str] = (
-    {"image_by_path": "local rendering refuses non-text parts (the server expands them)"}
-    if RENDERS
-    else {}
-)
+HOSTILE_SKIPPED: dict[str, str] = {}
 #: Rows the package skips ("nothing to supervise") that the patched upstream keeps as rows with
 #: no supervised token: <= 0.7 keep such rows, 0.8+ make no row of them either.
 HOSTILE_UNSUPERVISED: tuple[str, ...] = (

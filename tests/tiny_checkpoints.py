@@ -197,13 +197,16 @@ def write_checkpoint(
     return folder
 
 
-def write_processor_files(folder: Path) -> None:
+def write_processor_files(folder: Path, limits: dict[str, Any] | None = None) -> None:
     """What AutoProcessor (Qwen3VLProcessor) and vLLM's multimodal loader read besides the
-    tokenizer: the image and video processor configs (patch 16, merge 2, as the model's)."""
+    tokenizer: the image and video processor configs (patch 16, merge 2, as the model's);
+    ``limits``: the image processor's pixel limits (``min_pixels``/``max_pixels`` or ``size``),
+    else the class defaults."""
     common = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
               "processor_class": "Qwen3VLProcessor"}  # fmt: skip
+    image = {"image_processor_type": "Qwen2VLImageProcessor", **common, **(limits or {})}
     files = {
-        "preprocessor_config.json": {"image_processor_type": "Qwen2VLImageProcessor", **common},
+        "preprocessor_config.json": image,
         "video_preprocessor_config.json": {"video_processor_type": "Qwen3VLVideoProcessor",
                                            **common},
     }  # fmt: skip

@@ -229,10 +229,15 @@ def start(
     port: int | None = None,
     extra_args: tuple[str, ...] | list[str] = (),
     max_model_len: int = 32768,
+    torchvision: bool = False,
+    timeout: float | None = None,
 ) -> VllmServer:
-    """The render server (``vllm launch render``) on 127.0.0.1, answering /health."""
+    """The render server (``vllm launch render``) on 127.0.0.1, answering /health within
+    ``timeout`` seconds (default START_TIMEOUT); ``torchvision`` for a composite Qwen3.5/3.6
+    checkpoint (vLLM's qwen3_5 model imports it)."""
     args = ["launch", "render", str(model_dir), "--max-model-len", str(max_model_len)]
-    return _server([*args, *RENDER_FLAGS, *extra_args], port, False, START_TIMEOUT)
+    wait = timeout or START_TIMEOUT
+    return _server([*args, *RENDER_FLAGS, *extra_args], port, torchvision, wait)
 
 
 def serve_hidden_states(

@@ -19,7 +19,8 @@ Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it n
   ``status --json`` for the release x fix table. Not here: ``pure`` and ``vllm`` tests,
   tests/pipeline, and ``vision`` tests (deselected on the CPU base by tests/conftest.py).
 - ``vision:<release>``: tests marked ``vision`` on base-vision, 0.6.0.2 and later (processors).
-- ``vllm``: tests marked ``vllm`` (parity with a real vLLM), on the newest release.
+- ``vllm``: tests marked ``vllm`` (parity with a real vLLM), on the newest release (image
+  conversations run prepare_data of 0.8+ on the vision venv as well).
 - ``pipeline``: tests/pipeline (``make test-pipeline``: prepare_data, a real vLLM's hidden
   states, a training step), on the newest release with the vLLM venv.
 At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``;
@@ -283,14 +284,15 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         # tests/test_render_endpoint.py runs prepare_data of every release that renders (0.8+)
         renders = [f"build:rel-{r}" for r in releases if _version(r) >= (0, 8)]
         needs = tuple(dict.fromkeys((*cpu, f"build:rel-{newest}", *renders, "build:vllm")))
-        run = tests("vllm", newest, "cpu", "vllm", tests_dir, VLLM_READS)
-        jobs.append(Job("vllm", "test", run, needs))
+        # tests/test_vllm_images.py runs prepare_data of 0.8+ on the vision venv too
+        vision_venv = ("install:vision",) if vision else ()
+        run = tests("vllm", newest, "cpu", "vllm", tests_dir, (*VLLM_READS, "base-vision"))
+        jobs.append(Job("vllm", "test", run, (*needs, *vision_venv)))
         if (ROOT / "tests" / "pipeline").is_dir():  # make test-pipeline's tests
             pipeline = [str(ROOT / "tests" / "pipeline")]
             # composite checkpoints are prepared on the vision venv (the processor path)
             uses = (*VLLM_READS, "base-vision")
             run = tests("pipeline", newest, "cpu", "not pure", pipeline, uses)
-            vision_venv = ("install:vision",) if vision else ()
             jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))
     return jobs
 

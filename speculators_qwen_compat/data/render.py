@@ -18,10 +18,13 @@ request is handled the way the server handles it before the template runs:
   ones null, other keys dropped);
 - ``developer`` turns become ``system`` and all system turns merge into the first, joined with a
   blank line (only when the template does not name the developer role);
-- ids: the template's text tokenized without added special tokens (segment_encoder.py: the same
+- ids: the template's text tokenized without added special tokens, by the tokenizer class vLLM
+  builds for the checkpoint (vllm_tokenizer.py; segment_encoder.py: the same
   ids, each piece between special tokens tokenized once per process and the ids of the part a
   render shares with the previous one reused), then truncated to
-  ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side).
+  ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side);
+- images: each ``image_url`` part's placeholder becomes the processor's count of
+  ``<|image_pad|>`` ids before truncation, which must keep every image whole (data/media.py).
 
 ``request_messages`` is the other half: what the HTTP path sends, in the shape vLLM validates
 (each tool call with an ``id``, ``type`` "function" and string ``arguments``); a mapping the
@@ -35,7 +38,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from speculators_qwen_compat.data import segment_encoder
+from speculators_qwen_compat.data import media, segment_encoder, vllm_tokenizer
 from speculators_qwen_compat.data.content_format import OPENAI, content_format
 
 _processors: dict[str, Any] = {}
@@ -50,6 +53,7 @@ def remember(model_path: str, processor: Any) -> None:
     the model's own code (the parent trusted it), spawned workers may load it the same way."""
     _processors[model_path] = processor
     tokenizer = getattr(processor, "tokenizer", processor)
+    vllm_tokenizer.for_rendering(tokenizer)  # loaded once here, before map workers fork
     if any(type(o).__module__.startswith(REMOTE_CODE_MODULES) for o in (processor, tokenizer)):
         trusted = set(filter(None, os.environ.get(TRUSTED_ENV, "").split(os.pathsep)))
         os.environ[TRUSTED_ENV] = os.pathsep.join(sorted(trusted | {model_path}))
@@ -70,8 +74,20 @@ def processor_for(model_path: str) -> Any:
 
 def render_ids(processor: Any, messages: list[dict[str, Any]], **request: Any) -> list[int]:
     """The token ids vLLM's render endpoint answers for this request (``request_ids``, the text
-    tokenized by segment_encoder.py: the same ids as ``text_ids``, each piece once)."""
-    return request_ids(processor, messages, segment_encoder.encode, **request)
+    tokenized by segment_encoder.py with the tokenizer vLLM builds for the checkpoint
+    (data/vllm_tokenizer.py): the same ids as ``text_ids``, each piece once); each image
+    placeholder expanded to the processor's count (data/media.py) before truncation."""
+    urls = media.image_urls(messages)
+    if not urls:
+        return request_ids(processor, messages, _vllm_encode, **request)
+    limit = request.pop("truncate_prompt_tokens", None)
+    side = request.pop("truncation_side", None)
+    ids = request_ids(processor, messages, _vllm_encode, **request)
+    return media.expand(processor, ids, urls, limit, side)
+
+
+def _vllm_encode(tokenizer: Any, text: str) -> list[int]:
+    return segment_encoder.encode(vllm_tokenizer.for_rendering(tokenizer), text)
 
 
 def request_ids(

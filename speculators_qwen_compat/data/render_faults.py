@@ -19,6 +19,10 @@ Here (``render``, called with upstream's undecorated function):
   fatal error that the row guard never counts (data/ledger.py) and that ends the run from the
   map worker it happened in (the entry point prints it as one line, with how many conversations
   were done: fixes/data/run_report.py). A server back within the budget loses no conversation.
+- images (vLLM 0.32): a 500 about one request's images (a missing file, a placeholder cut by
+  truncation) is that conversation's refusal, a skip; a 500 "Cannot load local files without
+  `--allowed-local-media-path`" fails the run at once with one line naming the flag (upstream
+  retries it 14 s per render and skips every image conversation, exit 0).
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ MAX_BACKOFF = 15.0
 #: statuses upstream itself treats as "retry" (render_client.TRANSIENT_STATUSES)
 TRANSIENT = frozenset({408, 429})
 
+#: vLLM 0.32's 500 answers that are about one request's images, not the server: a missing
+#: file, an image placeholder the truncation dropped before expansion (data/media.py). Counted
+#: skips, as the same conversations are when rendering locally.
+MEDIA_REFUSALS = ("No such file or directory", "Failed to apply prompt replacement for mm_items")
+#: vLLM 0.32's 500 answer to every local image when started without --allowed-local-media-path.
+NO_LOCAL_MEDIA = "Cannot load local files without `--allowed-local-media-path`"
+
 #: upstream's message for a non-200 answer (render_client.py): "Render endpoint returned N: body"
 _STATUS = re.compile(r"Render endpoint returned (\d{3}): (.*)\Z", re.DOTALL)
 #: exception types (by name, in the MRO) of the network layer upstream uses (httpx)
@@ -66,18 +77,42 @@ def status_of(exc: BaseException) -> tuple[int, str] | None:
 def is_refusal(exc: BaseException) -> bool:
     """Whether ``exc`` is the server refusing this request for its content: a 4xx, not one of
     the address/auth/transient statuses, whose body is a JSON error object (vLLM: ``{"error":
-    {"message": ...}}``; FastAPI validation: ``{"detail": [...]}``)."""
+    {"message": ...}}``; FastAPI validation: ``{"detail": [...]}``); or one of vLLM's 500
+    answers about the request's own images (``MEDIA_REFUSALS``)."""
     found = status_of(exc)
     if found is None:
         return False
     status, body = found
-    if not 400 <= status < 500 or status in WRONG_ADDRESS or status in TRANSIENT:
-        return False
     try:
         parsed = json.loads(body)
     except ValueError:
         return False
-    return isinstance(parsed, dict) and ("error" in parsed or "detail" in parsed)
+    if not isinstance(parsed, dict):
+        return False
+    if status == 500:
+        return any(words in _message(parsed) for words in MEDIA_REFUSALS)
+    if not 400 <= status < 500 or status in WRONG_ADDRESS or status in TRANSIENT:
+        return False
+    return "error" in parsed or "detail" in parsed
+
+
+def media_config_fault(exc: BaseException) -> str | None:
+    """The fix, when ``exc`` says the server is not set up to read local images (vLLM's 500
+    "Cannot load local files without `--allowed-local-media-path`" for every image): a
+    configuration fault, fatal at once (no retry can change it, no row is to blame)."""
+    found = status_of(exc)
+    if found is None or found[0] != 500 or NO_LOCAL_MEDIA not in found[1]:
+        return None
+    return (
+        f"the render server cannot read local image files (HTTP 500: {NO_LOCAL_MEDIA}): start "
+        "vLLM with --allowed-local-media-path DIR, DIR a folder holding every image of the data"
+    )
+
+
+def _message(parsed: dict[str, Any]) -> str:
+    error = parsed.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) else ""
 
 
 def is_server_fault(exc: BaseException) -> bool:
@@ -102,6 +137,9 @@ def render(raw: Callable[[], Any], endpoint: str) -> list[int]:
         except Exception as exc:
             if not is_server_fault(exc):
                 raise
+            fix = media_config_fault(exc)
+            if fix is not None:
+                raise RenderServerFailed(f"render server {endpoint}: {fix}") from exc
             now = time.monotonic()
             if started is None:
                 started = now

@@ -1,0 +1,203 @@
+"""Images in a render request: the ids vLLM 0.32's render endpoint puts in place of each one.
+
+Target: data/render.py ``render_ids`` (``--render-endpoint local``, speculators 0.8.1/0.9.0).
+Upstream's ``_adapt_part_for_vllm`` turns ``{"type": "image", "path"|"url"}`` into an
+``image_url`` part with a ``file://`` URL (or the URL given) and the template emits one
+``<|image_pad|>`` per image; vLLM then replaces it with the processor's token count
+(README "Images"; checked against a real server by tests/test_vllm_images.py):
+
+- each image is read with Pillow, its EXIF orientation applied, and counted by the
+  checkpoint's own image processor: ``get_number_of_image_patches(height, width)`` (transformers'
+  smart_resize with the checkpoint's patch size, merge size and pixel limits from
+  preprocessor_config.json) divided by ``merge_size**2``;
+- the i-th image replaces the i-th ``image_token_id`` of the rendered ids (a literal
+  ``<|image_pad|>`` in text earlier in the prompt takes the first image, as in vLLM); fewer
+  placeholders than images is the server's 400;
+- truncation: every image must lie whole inside the kept window, else the server's 400 ("would
+  split or drop a(n) image item").
+
+What the local path does not render is a skipped conversation with its reason, never a row
+that could differ from the server's: video and audio parts (vLLM samples frames and inserts
+timestamps), URLs other than ``file://`` (the server would fetch them), a file that is missing
+or not an image, a target without an image processor (a text-only checkpoint: vLLM refuses
+images for it too). A vision-language checkpoint (``vision_config``) whose image processor this
+venv cannot build, or no Pillow, is fatal for the run (``MediaUnavailable``: install Pillow and
+torchvision, or render through a server with ``--render-endpoint URL``); text-only data never
+imports Pillow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
+
+from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.data import vllm_tokenizer
+
+#: Content part types that carry media, as upstream's ``_adapt_part_for_vllm`` writes them.
+IMAGE = "image_url"
+OTHER_MEDIA = ("video_url", "audio_url", "input_audio", "video", "audio")
+#: vLLM's message for a file that is not there (its 500 answer; counted as a skip on both paths).
+MISSING_FILE = "[Errno 2] No such file or directory: '<path>'"
+#: The one line of a run that meets images where this venv cannot read them.
+NO_IMAGES = (
+    "image parts need Pillow and the checkpoint's image processor to render locally: install "
+    "them (pip install pillow torchvision) or render through a vLLM server with "
+    "--render-endpoint URL"
+)
+#: vLLM's own limit on an image's pixels (``VLLM_MAX_IMAGE_PIXELS``, default 178,956,970).
+VLLM_MAX_IMAGE_PIXELS = 178_956_970
+
+
+class MediaUnavailable(CompatError):
+    """Image parts met in a venv that cannot read images: fatal, one line naming the fix."""
+
+
+class MediaNotRendered(ValueError):
+    """A conversation whose media the local path cannot render as vLLM does: a counted skip."""
+
+    data_problem = True  # counted as a skipped row, never as a bug (core/errors.py)
+
+
+def image_urls(messages: list[dict[str, Any]]) -> list[str]:
+    """The image URLs of the request in message order (the order vLLM numbers its items);
+    raises ``MediaNotRendered`` for a media part this path does not render."""
+    urls = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not isinstance(part, Mapping):
+                continue
+            kind = part.get("type")
+            if kind == IMAGE:
+                spec = part.get(IMAGE)
+                url = spec.get("url") if isinstance(spec, Mapping) else spec
+                if not isinstance(url, str) or not url:
+                    raise MediaNotRendered("image_url part without a url")
+                urls.append(url)
+            elif kind in OTHER_MEDIA:
+                raise MediaNotRendered(
+                    f"{kind} parts are rendered only by a vLLM server: use --render-endpoint URL"
+                )
+    return urls
+
+
+def expand(
+    processor: Any,
+    ids: list[int],
+    urls: list[str],
+    truncate_prompt_tokens: int | None = None,
+    truncation_side: str | None = None,
+) -> list[int]:
+    """``ids`` (the template's text tokenized, untruncated) with each image placeholder
+    expanded to its count, then truncated as vLLM truncates a multimodal prompt."""
+    image_processor = getattr(processor, "image_processor", None)
+    token_id = getattr(processor, "image_token_id", None)
+    if image_processor is None or not isinstance(token_id, int):
+        tokenizer = getattr(processor, "tokenizer", processor)
+        path = str(getattr(tokenizer, "name_or_path", "") or "")
+        if "vision_config" in vllm_tokenizer.checkpoint_config(path):
+            raise MediaUnavailable(NO_IMAGES)  # a vision model whose processor this venv lacks
+        raise MediaNotRendered("the target has no image processor (a text-only checkpoint)")
+    pillow()  # the same fix for every row: fail before the first image is read
+    counts = [image_tokens(image_processor, url) for url in urls]
+    out: list[int] = []
+    spans: list[tuple[int, int]] = []
+    pending = iter(counts)
+    for token in ids:
+        count = next(pending, None) if token == token_id else None
+        if count is None:
+            out.append(token)
+            continue
+        spans.append((len(out), len(out) + count))
+        out.extend([token_id] * count)
+    if len(spans) != len(counts):
+        raise MediaNotRendered(
+            f"{len(counts)} images but {len(spans)} image placeholders in the rendered prompt"
+        )
+    if truncate_prompt_tokens is None or not 0 <= truncate_prompt_tokens < len(out):
+        return out
+    start = len(out) - truncate_prompt_tokens if truncation_side == "left" else 0
+    stop = start + truncate_prompt_tokens
+    for begin, end in spans:
+        if begin < start or end > stop:
+            raise MediaNotRendered(
+                f"truncate_prompt_tokens={truncate_prompt_tokens} would split or drop an image "
+                "item: raise --seq-length or shorten the conversation"
+            )
+    return out[start:stop]
+
+
+def image_tokens(image_processor: Any, url: str) -> int:
+    """The number of ``<|image_pad|>`` tokens vLLM gives the image at ``url``."""
+    height, width = image_size(local_path(url))
+    try:
+        patches = image_processor.get_number_of_image_patches(height, width, {})
+    except ValueError as exc:  # e.g. "absolute aspect ratio must be smaller than 200"
+        raise MediaNotRendered(str(exc)) from None
+    return int(patches) // int(image_processor.merge_size) ** 2
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(height, width) of the image file as vLLM loads it: decoded whole, EXIF orientation
+    applied; remembered per file (path, size, modification time) in this process, since every
+    render of a conversation's prefixes asks again."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise MediaNotRendered(MISSING_FILE) from None
+    except OSError as exc:
+        raise MediaNotRendered(f"Failed to load image: {exc}") from None
+    return _decoded_size(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded_size(path: str, size: int, mtime_ns: int) -> tuple[int, int]:
+    image_module, image_ops = pillow()
+    try:
+        with image_module.open(path) as image:
+            width, height = image.size
+            if width * height > VLLM_MAX_IMAGE_PIXELS:
+                raise MediaNotRendered(
+                    f"Image dimensions {width}x{height} ({width * height} pixels) exceed the "
+                    f"maximum of {VLLM_MAX_IMAGE_PIXELS} pixels"
+                )
+            with contextlib.suppress(Exception):  # as vLLM: a broken EXIF block is ignored
+                image = image_ops.exif_transpose(image)
+            image.load()
+            width, height = image.size
+    except FileNotFoundError:
+        raise MediaNotRendered(MISSING_FILE) from None
+    except (OSError, ValueError, image_module.DecompressionBombError) as exc:
+        if isinstance(exc, MediaNotRendered):
+            raise
+        raise MediaNotRendered(f"Failed to load image: {exc}") from None
+    return height, width
+
+
+def pillow() -> tuple[Any, Any]:
+    """Pillow's ``Image`` and ``ImageOps``, or the run's one-line fatal error."""
+    try:
+        from PIL import Image, ImageOps
+    except ImportError:
+        raise MediaUnavailable(NO_IMAGES) from None
+    return Image, ImageOps
+
+
+def local_path(url: str) -> Path:
+    """The file a ``file://`` URL names (as vLLM reads it); other URLs are not rendered here."""
+    parts = urlsplit(url)
+    if parts.scheme != "file":
+        scheme = parts.scheme or "no scheme"
+        raise MediaNotRendered(
+            f"image URLs other than file:// ({scheme}) are fetched only by a vLLM server: "
+            "use --render-endpoint URL"
+        )
+    return Path(url2pathname(parts.netloc + parts.path))

@@ -1,0 +1,318 @@
+"""Image conversations: local rendering gives exactly the ids of a real vLLM 0.32 render server.
+
+The corpus is tests/image_corpus.py (two tiny composite checkpoints with the real Qwen3.6
+vocabulary, PNGs of several sizes, the golden answers of a real server).
+
+- Vision tier (``vision``: base-vision, every release from 0.6.0.2; local rendering is 0.8.1 and
+  0.9.0's, the renderer itself is release-independent): data/render.py with this release's
+  AutoProcessor (``Qwen3VLProcessor``) equals the golden ids case by case, and a case the server
+  refused fails locally. Second, server-free oracle: transformers' own ``Qwen3VLProcessor``
+  called on each image gives the golden count of ``<|image_pad|>``.
+- Text tier (every release's suite, no Pillow): the text-only cases with the tokenizer
+  AutoTokenizer loads for the composite checkpoint (0.8.1's transformers 5.16 loads another class
+  than vLLM's 5.19: data/vllm_tokenizer.py).
+- Server tier (``vllm``): the server renders the corpus again (any drift from the golden ids
+  fails); prepare_data with images by path and by ``file://`` URL gives identical rows, whole
+  Arrow rows with upstream's ``messages`` column, locally and through the server (0.8.1 and
+  0.9.0, base-vision); a server started without ``--allowed-local-media-path`` fails the run at
+  once with one line naming the flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import image_corpus
+import parity_corpus
+import pytest
+import vllm_server
+from conftest import RENDERS, subprocess_env
+from qwen_vocab import vocab_dir
+
+from speculators_qwen_compat.data.render import render_ids
+
+ROOT = Path(__file__).resolve().parents[1]
+RENDER_RELEASES = ("0.8.1", "0.9.0")
+TEXT_CASES = ("vocab_words/full", "vocab_words/prompt")
+
+
+def _local(processor: Any, case: dict[str, Any]) -> dict[str, Any]:
+    options = {k: v for k, v in case.items() if k != "messages"}
+    try:
+        return {"ids": render_ids(processor, case["messages"], **options)}
+    except Exception as exc:  # the server answers 400/500 for these
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    """The images and one weight-less checkpoint folder per kind."""
+    root = tmp_path_factory.mktemp("images")
+    media = image_corpus.write_images(root / "media")
+    models = {
+        kind: image_corpus.model_folder(root / kind, kind, vocab_dir())
+        for kind in image_corpus.KINDS
+    }
+    return media, models
+
+
+@pytest.fixture(scope="module")
+def processor_of(corpus: Any) -> Any:
+    """``processor_of(kind)``: AutoProcessor of the kind's folder (``Qwen3VLProcessor``), loaded
+    once per module."""
+    from transformers import AutoProcessor
+
+    loaded: dict[str, Any] = {}
+
+    def get(kind: str) -> Any:
+        if kind not in loaded:
+            loaded[kind] = AutoProcessor.from_pretrained(str(corpus[1][kind]))
+        return loaded[kind]
+
+    return get
+
+
+def test_corpus_covers_the_image_shapes() -> None:
+    cases = image_corpus.cases(Path("/m"))
+    for kind in image_corpus.KINDS:
+        golden = image_corpus.load_golden(kind, vllm_server.VLLM_VERSION)
+        assert set(golden) == set(cases), "golden fixtures out of date: re-record them"
+        counts = {
+            name: answer["ids"].count(image_corpus.IMAGE_PAD)
+            for name, answer in golden.items()
+            if "ids" in answer
+        }
+        # every image size gives its own count through the server; refusals are recorded
+        sizes = {counts[f"one/{name}/full"] for name in ("square", "wide", "photo", "large")}
+        assert len(sizes) >= 3, counts
+        assert golden["missing_file/full"] == {"status": 500}
+        assert golden["one/sliver/full"]["status"] == 400
+        assert "ids" in golden["later_turns/truncate_right_2048"]
+        assert "status" in golden["later_turns/truncate_right_60"]
+
+
+@pytest.mark.skipif(not RENDERS, reason="local rendering is 0.8+'s (0.5-0.7 apply templates)")
+@pytest.mark.parametrize("kind", image_corpus.KINDS)
+def test_text_cases_use_the_tokenizer_vllm_builds(kind: str, corpus: Any) -> None:
+    from transformers import AutoTokenizer
+
+    media, models = corpus
+    tokenizer = AutoTokenizer.from_pretrained(str(models[kind]))
+    golden = image_corpus.load_golden(kind, vllm_server.VLLM_VERSION)
+    cases = image_corpus.cases(media)
+    local = {name: _local(tokenizer, cases[name]) for name in TEXT_CASES}
+    assert parity_corpus.mismatches(local, {name: golden[name] for name in TEXT_CASES}) == []
+
+
+@pytest.mark.vision
+@pytest.mark.parametrize("kind", image_corpus.KINDS)
+def test_local_image_rendering_matches_golden_server_ids(
+    kind: str, corpus: Any, processor_of: Any
+) -> None:
+    media, _ = corpus
+    processor = processor_of(kind)
+    golden = image_corpus.load_golden(kind, vllm_server.VLLM_VERSION)
+    local = {name: _local(processor, case) for name, case in image_corpus.cases(media).items()}
+    assert parity_corpus.mismatches(local, golden) == []
+    # a missing file is counted under the server's own reason
+    assert local["missing_file/full"]["error"].endswith("No such file or directory: '<path>'")
+
+
+@pytest.mark.vision
+def test_no_pillow_fails_with_one_line_naming_the_fixes(
+    corpus: Any, processor_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where Pillow cannot be imported, the first image fails the run (a CompatError: the entry
+    point prints it as its one line), not a skip; text-only requests never import it."""
+    from speculators_qwen_compat.core.errors import CompatError
+    from speculators_qwen_compat.data import media
+
+    media_dir, _ = corpus
+    processor = processor_of("dense")
+    cases = image_corpus.cases(media_dir)
+    monkeypatch.setitem(sys.modules, "PIL", None)  # `import PIL` raises ImportError
+    media._decoded_size.cache_clear()
+    with pytest.raises(CompatError) as raised:
+        render_ids(processor, **cases["one/wide/full"])
+    assert str(raised.value) == media.NO_IMAGES
+    assert "--render-endpoint URL" in media.NO_IMAGES and "pillow" in media.NO_IMAGES
+    text = cases["vocab_words/full"]
+    assert (
+        render_ids(processor, **text)
+        == image_corpus.load_golden("dense", vllm_server.VLLM_VERSION)["vocab_words/full"]["ids"]
+    )
+
+
+@pytest.mark.vision
+@pytest.mark.parametrize("kind", image_corpus.KINDS)
+def test_transformers_processor_counts_match_golden(
+    kind: str, corpus: Any, processor_of: Any
+) -> None:
+    """The second oracle: transformers' Qwen3VLProcessor on the image itself, no server."""
+    from PIL import Image
+
+    media, _ = corpus
+    processor = processor_of(kind)
+    golden = image_corpus.load_golden(kind, vllm_server.VLLM_VERSION)
+    placeholder = "<|vision_start|><|image_pad|><|vision_end|>"
+    for name, (width, height) in image_corpus.IMAGES.items():
+        case = "space_raw/full" if name == "with space" else f"one/{name}/full"
+        with Image.open(media / f"{name}.png") as image:
+            assert image.size == (width, height)
+            try:
+                out = processor(images=[image], text=[placeholder])
+            except ValueError:  # the processor refuses it (aspect ratio): so did the server
+                assert golden[case] == {"status": 400}, name
+                continue
+        count = list(out["input_ids"][0]).count(image_corpus.IMAGE_PAD)
+        assert golden[case]["ids"].count(image_corpus.IMAGE_PAD) == count, name
+
+
+# --- the server tier -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def servers(corpus: Any) -> Any:
+    """``servers(kind)``: a render server for ``kind`` reading the corpus' images, started on
+    first use and stopped at the end of the module."""
+    media, models = corpus
+    started: dict[str, Any] = {}
+
+    def get(kind: str) -> Any:
+        if kind not in started:
+            started[kind] = image_corpus.start_server(models[kind], media)
+        return started[kind]
+
+    yield get
+    for server in started.values():
+        server.stop()
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("kind", image_corpus.KINDS)
+def test_real_server_matches_golden(kind: str, corpus: Any, servers: Any) -> None:
+    media, _ = corpus
+    answers = image_corpus.server_answers(media, servers(kind).render)
+    golden = image_corpus.load_golden(kind, vllm_server.VLLM_VERSION)
+    drift = [name for name in sorted(answers) if answers[name] != golden.get(name)]
+    assert drift == [], f"vLLM {vllm_server.VLLM_VERSION} drifted from the golden ids"
+
+
+def _image_rows(media: Path) -> list[dict[str, Any]]:
+    """Image data as users write it for speculators 0.8+: parts with a ``path`` (relative to
+    the run's folder and absolute) or a ``file://`` URL; one conversation with a missing file."""
+
+    def user(*parts: Any) -> dict[str, Any]:
+        return {"role": "user", "content": list(parts)}
+
+    def image(name: str, how: str) -> dict[str, Any]:
+        path = media / f"{name}.png"
+        if how == "url":
+            return {"type": "image", "url": path.as_uri()}
+        return {"type": "image", "path": str(path) if how == "abs" else f"media/{name}.png"}
+
+    text = {"type": "text", "text": "Describe it, 40 words."}
+    rows = [
+        {"messages": [user(image("square", "rel"), text),
+                      {"role": "assistant", "content": "A gradient square."}]},
+        {"messages": [user(image("wide", "abs"), image("photo", "url"), text),
+                      {"role": "assistant", "content": "Two gradients."},
+                      user({"type": "text", "text": "And this?"}, image("tall", "url")),
+                      {"role": "assistant", "content": "A tall one."}]},
+        {"messages": [{"role": "user", "content": "No picture: 加拿大?"},
+                      {"role": "assistant", "content": "Canada."}]},
+        {"messages": [user(image("missing", "abs"), text),
+                      {"role": "assistant", "content": "?"}]},
+    ]  # fmt: skip
+    return rows
+
+
+def _prepare(
+    release: str, model: Path, out: Path, data: Path, cwd: Path, *extra: str, retry: bool = False
+) -> Any:
+    """prepare_data of ``release`` on the vision base (the processor path a Qwen3.6 checkpoint
+    takes), whatever release and base run pytest; ``retry``: the default retry budget (180 s)
+    for a failing server, else 20 s."""
+    env = subprocess_env()
+    if not retry:
+        env["SPECULATORS_QWEN_COMPAT_RENDER_RETRY_SECONDS"] = "20"
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in paths if p and Path(p).parent.parent.name != "rel"
+    )
+    command = [
+        str(ROOT / "tools" / "release_python.sh"), release, "vision", "-m",
+        "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
+        "--output", str(out), "--seq-length", "1024", "--num-preprocessing-workers", "1", *extra,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
+
+
+def _arrow_rows(folder: Path) -> list[dict[str, Any]]:
+    """Every column of every row as saved (the whole Arrow rows)."""
+    from datasets import load_from_disk
+
+    return [dict(row) for row in load_from_disk(str(folder)).with_format(None)]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", RENDER_RELEASES)
+def test_image_rows_identical_locally_and_through_the_server(
+    release: str, corpus: Any, servers: Any, tmp_path: Path
+) -> None:
+    media, models = corpus
+    (tmp_path / "media").symlink_to(media)
+    data = tmp_path / "images.jsonl"
+    rows = _image_rows(media)
+    data.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    server = servers("dense")
+    local = _prepare(release, models["dense"], tmp_path / "local", data, tmp_path)
+    assert local.returncode == 0, local.stderr[-3000:]
+    http = _prepare(
+        release, models["dense"], tmp_path / "http", data, tmp_path,
+        "--render-endpoint", server.url,
+    )  # fmt: skip
+    assert http.returncode == 0, http.stderr[-3000:]
+    local_rows, http_rows = _arrow_rows(tmp_path / "local"), _arrow_rows(tmp_path / "http")
+    assert local_rows == http_rows
+    assert "messages" in local_rows[0]  # upstream keeps them for the multimodal processor
+    golden = image_corpus.load_golden("dense", vllm_server.VLLM_VERSION)
+    count = {
+        name: golden[f"one/{name}/full"]["ids"].count(image_corpus.IMAGE_PAD)
+        for name in ("square", "wide", "photo", "tall")
+    }
+    pads = [row["input_ids"].count(image_corpus.IMAGE_PAD) for row in local_rows]
+    first_turn = count["wide"] + count["photo"]
+    assert sorted(pads) == sorted([count["square"], first_turn, first_turn + count["tall"], 0])
+    local_report = json.loads((tmp_path / "local" / "compat_report.json").read_text())
+    http_report = json.loads((tmp_path / "http" / "compat_report.json").read_text())
+    assert local_report["skipped"] == http_report["skipped"]
+    assert sum(local_report["skipped"].values()) == 1  # the missing file, on both paths
+
+
+@pytest.mark.vllm
+def test_server_without_local_media_fails_the_run_naming_the_flag(
+    corpus: Any, tmp_path: Path
+) -> None:
+    media, models = corpus
+    data = tmp_path / "images.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in _image_rows(media)[:2]))
+    with image_corpus.start_server(models["dense"], None) as server:
+        started = time.monotonic()
+        run = _prepare(
+            "0.9.0", models["dense"], tmp_path / "out", data, tmp_path,
+            "--render-endpoint", server.url, retry=True,
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("speculators_qwen_compat: error: ")
+    assert "start vLLM with --allowed-local-media-path DIR" in last  # the fix, not only the body
+    assert took < 150  # fails at once: not after the 180 s retry budget
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

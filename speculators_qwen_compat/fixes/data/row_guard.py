@@ -35,7 +35,7 @@ from speculators_qwen_compat.core.upstream import (
     call,
     is_pretokenized,
 )
-from speculators_qwen_compat.data import ledger, weights
+from speculators_qwen_compat.data import ledger, processor_media, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
@@ -211,7 +211,7 @@ def _guard_rows(found: Found, patcher: Patcher) -> None:
             span(start, n)
         if not merged:  # every row skipped: the columns upstream would have given
             merged = {"input_ids": [], "loss_mask": [], "seq_len": []}
-            if _is_multimodal(processor):
+            if processor_media.is_multimodal(processor):
                 merged["messages"] = []
         return merged
 
@@ -316,11 +316,3 @@ class _FoldRowErrors:
         if not os.environ.get(ledger.LEDGER_ENV):
             return True
         return UPSTREAM_ROW_ERROR not in record.getMessage()
-
-
-def _is_multimodal(processor: Any) -> bool:
-    try:
-        from transformers import ProcessorMixin
-    except ImportError:
-        return False
-    return isinstance(processor, ProcessorMixin)

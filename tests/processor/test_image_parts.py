@@ -37,7 +37,6 @@ from speculators_qwen_compat.data.processor_media import NEEDS_PROCESSOR
 pytestmark = pytest.mark.vision
 
 IMAGE_PAD = "<|image_pad|>"
-UNKNOWN_PART = "Unknown content part: {'type': '...', 'image_url': '...'}"
 SIZES = {"red.png": (64, 64), "green.png": (128, 96)}
 
 
@@ -127,12 +126,8 @@ def test_image_rows_carry_the_processors_tokens(runs: dict[str, Any]) -> None:
     assert expected["file_url"].count(pad) not in (1, expected["path"].count(pad))
     out = load_rows(runs["outputs"]["processor"])
     report = read_report(runs["outputs"]["processor"])
-    errors = 0
-    if RENDERS:  # 0.8+'s _adapt_part_for_vllm raises on OpenAI image_url parts: an error of
-        del kept["image_url"], expected["image_url"]  # upstream's (not normalised yet)
-        errors = 1
     assert report["skipped"] == {MISSING_FILE: 1}
-    assert report["errors"] == errors
+    assert report["errors"] == 0  # 0.8+'s adapter raised on OpenAI image_url parts
     assert report["conversations_kept"] == len(kept)
     if RENDERS:  # one row per assistant turn: the pads of each row are the processor's
         got = sorted(row["input_ids"].count(pad) for row in out)
@@ -169,11 +164,7 @@ def test_doctor_shows_tokens_per_image(runs: dict[str, Any]) -> None:
     assert red != green
     data = runs["images"] / "data.jsonl"
     shown = {1: [red], 2: [green], 3: [red]}
-    if RENDERS:  # upstream 0.8+ refuses the OpenAI image_url part of line 3
-        del shown[3]
-        assert f"  media warnings: 1\n    {data}:3: local rendering fails: {UNKNOWN_PART}" in out
-    else:
-        assert "  media warnings: none" in out, out
+    assert "  media warnings: none" in out, out
     for line, per_image in shown.items():
         counts = ", ".join(map(str, per_image))
         assert (

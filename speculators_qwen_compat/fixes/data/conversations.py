@@ -174,7 +174,8 @@ def read_batch(
     the installed release does with an unknown role (normalize.py ``unknown_role_policy``).
     ``multimodal``: with ``local_template``, whether the release loaded the target's processor
     (True) or a tokenizer (False): image/video parts are prepared for it or the row is skipped
-    (data/processor_media.py); None leaves media parts as written (0.8+ hand them to the renderer).
+    (data/processor_media.py); None leaves them to the release (0.8+ render them). OpenAI
+    ``image_url`` parts go to every release in the form upstream's adapter takes.
 
     Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
     and for the row guard the ``file:line`` source of each row kept and the indices of its
@@ -199,7 +200,7 @@ def read_batch(
             else:
                 row = {name: examples[name][i] for name in columns}
             normalized = normalize_row(row, options, release_roles)
-            conversation = normalized.conversation
+            conversation = processor_media.as_upstream_parts(normalized.conversation)
             if multimodal is not None:
                 conversation = processor_media.for_local_template(conversation, multimodal)
         except BadConversation as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from speculators_qwen_compat.data.processor_media import NEEDS_PROCESSOR
 from speculators_qwen_compat.demo.sample_data import WEATHER_TOOL
 
 NO_QUERY = "No user query found in messages."
@@ -74,13 +75,17 @@ def corpus(renders: bool) -> dict[str, tuple[dict[str, Any], str | None]]:
             None,
             {},
         ),
+        # the demo model is a tokenizer: <= 0.7 skip image rows (one pad, no pixels;
+        # data/processor_media.py); 0.8+ render as vLLM, which refuses images for a text-only
+        # target
         "image_by_path": (
             [
                 _u([{"type": "image", "path": "cat.png"}, {"type": "text", "text": "what is it?"}]),
                 _a("A cat."),
             ],
-            # 0.8+ render as vLLM: a text-only target has no image processor (vLLM refuses it)
-            "the target has no image processor (a text-only checkpoint)" if renders else None,
+            "the target has no image processor (a text-only checkpoint)"
+            if renders
+            else NEEDS_PROCESSOR,
             {},
         ),
         "chinese": ([_u("春天的诗？"), _a("春风又绿江南岸。")], None, {}),

@@ -3,6 +3,8 @@ installed release and a dry run over data, on the bundled demo model and sample 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 from conftest import PACKAGE_MAIN, RENDERS, last_line, run_batch
 
 from speculators_qwen_compat import demo
+from speculators_qwen_compat.data.processor_media import NEEDS_PROCESSOR
 from speculators_qwen_compat.demo.gallery import GALLERY_REJECTS, gallery_template
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
 from speculators_qwen_compat.doctor.command import marked_text
@@ -28,12 +31,14 @@ def doctor_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
              "no_data": work / "none.jsonl"}  # fmt: skip
     paths["demo_cwd"].mkdir()
     model = demo.write_model(paths["gen"], template=gallery_template("generation_tags"))
+    paths["images"] = _image_rows(work / "images.jsonl")
     cases = {
         "demo": ["doctor", "--model", str(demo.MODEL_DIR), "--data", str(demo.OPENAI_SAMPLE),
                  "--data", str(demo.SHAREGPT_SAMPLE), "--seq-length", "512"],
         # The first 31 rows of the OpenAI sample: 30 good ones and an assistant-only one.
         "generation_tags": ["doctor", "--model", str(model), "--data", str(demo.OPENAI_SAMPLE),
                             "--rows", "31"],
+        "images": ["doctor", "--model", str(demo.MODEL_DIR), "--data", str(paths["images"])],
         "missing_model": ["doctor", "--model", str(paths["none"])],
         "missing_data": ["doctor", "--model", str(demo.MODEL_DIR), "--data",
                          str(paths["no_data"])],
@@ -42,6 +47,23 @@ def doctor_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         work / "logs", cases, dict.fromkeys(cases, PACKAGE_MAIN), {"demo": paths["demo_cwd"]}
     )
     return {"paths": paths, **results}
+
+
+def _image_rows(path: Path) -> Path:
+    """Three conversations about images (the files need not exist: a tokenizer reads none) and
+    a text one."""
+    rows = [
+        [{"type": "image", "path": "/data/a.png"}],
+        [{"type": "image", "url": "file:///data/b.png"}],
+        [{"type": "image", "path": "/data/a.png"}, {"type": "image", "url": "file:///data/c.png"}],
+        [],
+    ]
+    lines = []
+    for parts in rows:
+        user = {"role": "user", "content": [*parts, {"type": "text", "text": "What is it?"}]}
+        lines.append({"messages": [user, {"role": "assistant", "content": "A picture."}]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    return path
 
 
 def _tokenizer(model: Path):
@@ -95,6 +117,23 @@ def test_generation_tags_template_and_rows_limit(doctor_runs: dict[str, Any]) ->
     else:  # the fixed probe finds the tags: transformers' mask, closing token included
         assert "HF assistant mask" in out
         assert "<|im_end|>]]" in out
+
+
+def test_image_conversations_with_a_tokenizer_only_target(doctor_runs: dict[str, Any]) -> None:
+    """The demo model has no image processor: the run skips the image conversations (the count
+    doctor shows), with a warning."""
+    result = doctor_runs["images"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "media: 3 conversations with images or videos (4 images, 0 videos)" in out
+    missing = [n for n in ("PIL", "torchvision") if importlib.util.find_spec(n) is None]
+    assert ("not installed: the target's processor cannot read images" in out) == bool(missing)
+    assert "would keep 1 conversations as 1 rows" in out
+    assert "the run loads a tokenizer: image/video conversations are skipped" in out
+    if RENDERS:  # local rendering refuses images for a target without an image processor
+        assert '    3 x "the target has no image processor (a text-only checkpoint)"' in out
+    else:
+        assert f'    3 x "{NEEDS_PROCESSOR}"' in out
 
 
 def test_missing_model_is_one_line(doctor_runs: dict[str, Any]) -> None:

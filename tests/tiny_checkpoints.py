@@ -125,6 +125,23 @@ def _vision(sizes: Sizes) -> dict[str, Any]:
     }
 
 
+#: config.json's vision token fields and the tokens they name (transformers' defaults are the
+#: real Qwen3.5/3.6 ids; vLLM and the model find images in the ids by these fields).
+VISION_TOKENS = {
+    "image_token_id": "<|image_pad|>",
+    "video_token_id": "<|video_pad|>",
+    "vision_start_token_id": "<|vision_start|>",
+    "vision_end_token_id": "<|vision_end|>",
+}
+
+
+def vision_token_ids() -> dict[str, int]:
+    """The vision token fields pointing at the tiny tokenizer's own ids."""
+    added = json.loads((demo.MODEL_DIR / "tokenizer.json").read_text(encoding="utf-8"))
+    ids = {token["content"]: token["id"] for token in added["added_tokens"]}
+    return {field: ids[token] for field, token in VISION_TOKENS.items()}
+
+
 def model_class_and_config(kind: str, sizes: Sizes = UNIT) -> tuple[Any, Any]:
     """transformers' model class and config of ``kind`` at ``sizes``."""
     import transformers as tf
@@ -137,6 +154,7 @@ def model_class_and_config(kind: str, sizes: Sizes = UNIT) -> tuple[Any, Any]:
         )
         config = config_class(text_config=_qwen35_text(sizes, moe), vision_config=_vision(sizes))
         config.text_config.update(dict(sizes.special_ids))
+        config.update(vision_token_ids())
     elif kind in ("qwen35_text", "qwen35_moe_text"):
         config_class = tf.Qwen3_5MoeTextConfig if moe else tf.Qwen3_5TextConfig
         model_class = tf.Qwen3_5MoeForCausalLM if moe else tf.Qwen3_5ForCausalLM

@@ -27,7 +27,10 @@ from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
-from speculators_qwen_compat.doctor.mask_strategy import detect_strategy
+from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, detect_strategy
+from speculators_qwen_compat.doctor.media_report import ReleaseProcessor
+from speculators_qwen_compat.doctor.media_report import build as build_media
+from speculators_qwen_compat.doctor.media_report import lines as media_lines
 from speculators_qwen_compat.doctor.template_profile import (
     TemplateProfile,
     TemplateUnusable,
@@ -110,8 +113,16 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
         print(f"  {line}", file=out)
     print_training_view(args.model, out)
     if files:
-        result = dry_run(files, strategy, args.rows, args.seq_length, args.conversations_key)
+        loaded = ReleaseProcessor(preprocessing, args.model)
+        result = dry_run(
+            files, strategy, args.rows, args.seq_length, args.conversations_key, loaded
+        )
         print_dry_run(result, args.rows, tokenizer, out)
+        if result.media.conversations:
+            local_template = strategy.kind != RENDER_BOUNDARY
+            build_media(result.media, result.media_samples, loaded, preprocessing, local_template)
+            for line in media_lines(result.media):
+                print(line, file=out)
     if args.endpoint:
         probe = tokenizer.encode("Hello, how are you today?", add_special_tokens=False)[:8]
         check = check_endpoint(args.endpoint, args.model, args.target_layer_ids, probe or [0])

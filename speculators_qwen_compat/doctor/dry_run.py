@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.data import ledger
+from speculators_qwen_compat.data import ledger, processor_media
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
@@ -21,7 +21,9 @@ from speculators_qwen_compat.data.files import (
     read_rows,
 )
 from speculators_qwen_compat.data.ledger import Ledger, Tally
+from speculators_qwen_compat.data.normalize import BadConversation
 from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, MaskStrategy, Row
+from speculators_qwen_compat.doctor.media_report import SHOWN, MediaReport, ReleaseProcessor, count
 from speculators_qwen_compat.fixes.data.conversations import read_batch
 from speculators_qwen_compat.fixes.data.row_guard import NOTHING_TO_SUPERVISE
 
@@ -41,6 +43,9 @@ class DryRun:
     rows_out: int = 0
     sample: Sample | None = None
     pretokenized: bool = False
+    media: MediaReport = field(default_factory=MediaReport)
+    #: the first few conversations with images or videos, as read: (source, conversation)
+    media_samples: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
     @property
     def kept(self) -> int:
@@ -64,7 +69,10 @@ def dry_run(
     max_rows: int,
     max_length: int,
     conversations_key: str | None = None,
+    loaded: ReleaseProcessor | None = None,
 ) -> DryRun:
+    """``loaded``: what the release loads for the target (asked only when a conversation has
+    images or videos, on <= 0.7, to skip them as the run does: data/processor_media.py)."""
     raw = read_rows(files, conversations_key, keep=max_rows)
     result = DryRun(rows_total=raw.total, pretokenized=raw.pretokenized)
     if raw.pretokenized:  # upstream passes such rows through untouched
@@ -81,6 +89,18 @@ def dry_run(
             for conversation, conv_tools, where in zip(
                 conversations, tools, batch[SOURCE_COLUMN], strict=True
             ):
+                if count(result.media, conversation):
+                    if len(result.media_samples) < SHOWN:
+                        result.media_samples.append((where, conversation))
+                    if loaded is not None and not local_template:
+                        loaded.render_with_it()
+                    # a processor that does not load stops the run: media_report says so
+                    if local_template and loaded is not None and loaded.get()[1] is None:
+                        try:
+                            processor_media.for_local_template(conversation, loaded.multimodal())
+                        except BadConversation as exc:
+                            ledger.skip(str(exc), where)
+                            continue
                 rows = _supervised_rows(strategy, conversation, conv_tools, max_length, where)
                 if not rows:
                     continue

@@ -1,9 +1,10 @@
 """The pipeline tier's shared stages, one target model at a time (``make test-pipeline``).
 
 For each model kind (tests/pipeline/models.py) the session fixture ``stage`` builds the
-checkpoint, runs our prepare_data on the tool-call/reasoning data (a composite checkpoint's on the
-vision venv, through its AutoProcessor), starts one real vLLM with
-hidden-state extraction and runs upstream's ``speculators generate-offline-data`` against it.
+checkpoint, runs our prepare_data on the tool-call/reasoning data and, for a composite checkpoint,
+conversations about generated PNGs (on the vision venv, through its AutoProcessor), starts one
+real vLLM with hidden-state extraction (reading the images: ``--allowed-local-media-path``) and
+runs upstream's ``speculators generate-offline-data --validate-outputs`` against it.
 Every test of that kind reuses the server (offline generation, online training, doctor); it is
 stopped before the next kind's starts. Runs in the 0.9.0 release venv
 (tools/release_python.sh 0.9.0 ... -m pytest tests/pipeline).
@@ -24,7 +25,7 @@ import pytest
 import vllm_server
 from vllm_server import VllmServer
 
-from .data import conversations, write_jsonl
+from .data import IMAGES, conversations, image_conversations, write_jsonl
 from .models import COMPOSITE, HYBRID, KINDS, NUM_LAYERS, build_target
 
 #: What the server extracts: speculators' default EAGLE-3 layers for 8 layers, and the last.
@@ -76,6 +77,7 @@ class Stage:
     server: VllmServer
     work: Path
     generation: subprocess.CompletedProcess
+    images: int  # conversations about images among the data's
 
 
 _running: list[VllmServer] = []
@@ -89,7 +91,15 @@ def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     kind = request.param
     work = tmp_path_factory.mktemp(kind)
     model = build_target(kind, work / "model")
-    data = write_jsonl(work / "conversations.jsonl", conversations(8))
+    rows = conversations(8)
+    images = []
+    if kind in COMPOSITE:
+        sizes = [f"{name}={w}x{h}" for name, (w, h) in IMAGES.items()]
+        program = ROOT / "tests" / "programs" / "write_images.py"
+        wrote = run(str(program), str(work / "images"), *sizes, python=prepare_python(kind))
+        assert wrote.returncode == 0, wrote.stderr[-3000:]
+        images = image_conversations(work / "images")
+    data = write_jsonl(work / "conversations.jsonl", rows + images)
     prepared = work / "prepared"
     result = run(
         "-m", "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
@@ -100,8 +110,9 @@ def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     online = work / "online"
     shutil.copytree(prepared, online)
     server = vllm_server.serve_hidden_states(
-        model, LAYER_IDS, work / "vllm-out", hybrid=kind in HYBRID
-    )
+        model, LAYER_IDS, work / "vllm-out", hybrid=kind in HYBRID,
+        extra_args=("--allowed-local-media-path", str(work)),
+    )  # fmt: skip
     _running.append(server)
     try:
         generation = run(
@@ -109,7 +120,7 @@ def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             "--preprocessed-data", str(prepared), "--concurrency", "2",
             "--validate-outputs", "--fail-on-error",
         )  # fmt: skip
-        yield Stage(kind, model, prepared, online, server, work, generation)
+        yield Stage(kind, model, prepared, online, server, work, generation, len(images))
     finally:
         server.stop()
         _running.remove(server)

@@ -1,5 +1,6 @@
 """The pipeline tier's input: OpenAI-format conversations with tool calls (arguments as JSON
-strings, as OpenAI data stores them), tool results and reasoning, written as JSONL."""
+strings, as OpenAI data stores them), tool results and reasoning, and conversations about images
+(by path and by ``file://`` URL, one with two images), written as JSONL."""
 
 from __future__ import annotations
 
@@ -66,3 +67,27 @@ def next_prime(n: int) -> int:
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+#: The images of ``image_conversations``: name -> (width, height); two sizes, two pad counts.
+IMAGES = {"square.png": (64, 64), "wide.png": (128, 96)}
+
+
+def image_conversations(folder: Path) -> list[dict[str, Any]]:
+    """Conversations about the ``IMAGES`` in ``folder`` (written by tests/programs/
+    write_images.py): one by path, one by ``file://`` URL, one with both in one turn."""
+    square, wide = (str(folder / name) for name in IMAGES)
+
+    def row(parts: list[dict[str, Any]], question: str, reply: str) -> dict[str, Any]:
+        user = {"role": "user", "content": [*parts, {"type": "text", "text": question}]}
+        return {"messages": [user, {"role": "assistant", "content": reply}]}
+
+    return [
+        row([{"type": "image", "path": square}], "What colour is this?", "Mostly green."),
+        row([{"type": "image", "url": f"file://{wide}"}], "Describe it.", "A wide green box."),
+        row(
+            [{"type": "image", "path": square}, {"type": "image", "path": wide}],
+            "Which is wider?",
+            "The second one.",
+        ),
+    ]

@@ -46,7 +46,7 @@ from speculators_qwen_compat.core.upstream import (
     is_pretokenized,
     parameters,
 )
-from speculators_qwen_compat.data import ledger, weights
+from speculators_qwen_compat.data import ledger, processor_media, weights
 from speculators_qwen_compat.data.columns import (
     CONVERSATIONS_KEY_ENV,
     ColumnOptions,
@@ -136,7 +136,9 @@ class ConversationsFix(Fix):
             if is_pretokenized(examples):
                 return wrapped(*args, **kwargs)
             with ledger.batch(batch_length(examples)):
-                read = read_batch(examples, local_template, release_roles)
+                processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
+                multimodal = processor_media.is_multimodal(processor) if local_template else None
+                read = read_batch(examples, local_template, release_roles, multimodal)
                 bound.arguments["examples"] = read
                 normalized.update(map(id, read["conversations"]))
                 try:
@@ -176,12 +178,17 @@ def read_batch(
     examples: dict[str, list[Any]],
     local_template: bool = False,
     release_roles: str | None = None,
+    multimodal: bool | None = None,
 ) -> dict[str, list[Any]]:
     """Parse and normalise every row of a batch; unreadable rows are counted and left out.
 
     ``local_template``: the release applies the template itself (<= 0.7), so tool-call arguments
     are handed to it as mappings (render.py ``arguments_as_mappings``). ``release_roles``: what
     the installed release does with an unknown role (normalize.py ``unknown_role_policy``).
+    ``multimodal``: with ``local_template``, whether the release loaded the target's processor
+    (True) or a tokenizer (False): image/video parts are prepared for it or the row is skipped
+    (data/processor_media.py); None leaves them to the release (0.8+ render them). OpenAI
+    ``image_url`` parts go to every release in the form upstream's adapter takes.
 
     Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
     and for the row guard the ``file:line`` source of each row kept and the indices of its
@@ -206,6 +213,9 @@ def read_batch(
             else:
                 row = {name: examples[name][i] for name in columns}
             normalized = normalize_row(row, options, release_roles)
+            conversation = processor_media.as_upstream_parts(normalized.conversation)
+            if multimodal is not None:
+                conversation = processor_media.for_local_template(conversation, multimodal)
         except BadConversation as exc:
             ledger.skip(str(exc), where)
             continue
@@ -219,7 +229,6 @@ def read_batch(
             normalized.context,
             lines[i] if lines is not None else None,
         )
-        conversation = normalized.conversation
         if local_template:
             conversation = arguments_as_mappings(conversation)
         out["conversations"].append(conversation)

@@ -42,7 +42,7 @@ from speculators_qwen_compat.core.upstream import (
     call,
     is_pretokenized,
 )
-from speculators_qwen_compat.data import ledger, speculator_rows, weights
+from speculators_qwen_compat.data import ledger, processor_media, speculator_rows, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
@@ -197,7 +197,7 @@ class _BatchGuard:
             return self.merged
         # every row skipped: the columns upstream would have given
         empty: dict[str, list[Any]] = {"input_ids": [], "loss_mask": [], "seq_len": []}
-        if _is_multimodal(self.processor):
+        if processor_media.is_multimodal(self.processor):
             empty["messages"] = []
         return empty
 
@@ -407,11 +407,3 @@ class _FoldRowErrors:
         if not os.environ.get(ledger.LEDGER_ENV):
             return True
         return UPSTREAM_ROW_ERROR not in record.getMessage()
-
-
-def _is_multimodal(processor: Any) -> bool:
-    try:
-        from transformers import ProcessorMixin
-    except ImportError:
-        return False
-    return isinstance(processor, ProcessorMixin)

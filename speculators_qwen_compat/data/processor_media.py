@@ -1,0 +1,143 @@
+"""Image and video parts of a conversation: finding them, and handing them to a release that
+applies the template in-process (<= 0.7).
+
+On 0.6/0.7 a checkpoint with a ``preprocessor_config.json`` loads as its multimodal processor
+(Qwen3.5/3.6: ``Qwen3VLProcessor``), whose ``apply_chat_template`` reads each image and expands
+it into the processor's count of pad tokens (the count vLLM gives), and upstream writes a
+``messages`` column so hidden-state generation sends the image to vLLM (docs/upstream.md "Images
+on the processor path"). Two gaps there: transformers reads a plain path but not a ``file://``
+URL (the form vLLM and 0.8+ take; every such row was lost with an unrelated reason), and a
+missing file was counted as "nothing to supervise". A tokenizer (0.5.0 always; 0.6/0.7 when the
+checkpoint has no image processor) renders one pad per image and reads no pixels: rows that no
+vLLM hidden-state pass can reproduce, written without a word. Here: a ``file://`` URL becomes a
+path, a missing file (counted as 0.8+ count it: data/media.py) and a tokenizer-only run are skips
+with their reasons.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from speculators_qwen_compat.data.media import MISSING_FILE, local_path
+from speculators_qwen_compat.data.normalize import BadConversation
+
+#: The media a Qwen3.5/3.6 processor takes (audio has no processor there: left to upstream).
+KINDS = ("image", "video")
+NEEDS_PROCESSOR = (
+    "image/video parts need the target's multimodal processor: this run loads a tokenizer, "
+    "which renders one pad per image and reads no pixels (speculators 0.6+ load the processor "
+    "when the checkpoint has a preprocessor_config.json and torchvision is installed)"
+)
+
+
+def kind_of(part: Any) -> str | None:
+    """``image`` or ``video`` for a media part (``{"type": "image", ...}`` or the OpenAI
+    ``{"type": "image_url", "image_url": {"url": ...}}``), else None."""
+    if not isinstance(part, Mapping):
+        return None
+    kind = str(part.get("type") or "")
+    kind = kind.removesuffix("_url")
+    return kind if kind in KINDS else None
+
+
+def source_of(part: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``("path", P)`` for a local file (a ``file://`` URL included), ``("url", U)`` for a
+    remote one, None when the part names neither (inline data is refused by the normaliser)."""
+    kind = kind_of(part)
+    if kind is None:
+        return None
+    value: Any = part.get("path") or part.get("url")
+    if value is None:
+        value = part.get(f"{kind}_url")
+        if isinstance(value, Mapping):
+            value = value.get("url")
+    if value is None and isinstance(part.get(kind), str):
+        value = part[kind]
+    if not isinstance(value, str) or not value:
+        return None
+    if value.startswith("file://"):
+        return "path", str(local_path(value))  # as vLLM reads it (data/media.py)
+    if "://" in value:
+        return "url", value
+    return "path", value
+
+
+def media_parts(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every image/video part of the conversation, in order."""
+    return [
+        part
+        for turn in conversation
+        if isinstance(turn, Mapping) and isinstance(turn.get("content"), list)
+        for part in turn["content"]
+        if kind_of(part) is not None
+    ]
+
+
+def for_local_template(conversation: list[dict[str, Any]], multimodal: bool) -> list[dict]:
+    """The conversation as a release that applies the template in-process needs it: media parts
+    as ``{"type": kind, "path": P}`` / ``{"type": kind, "url": U}`` (what transformers' processor
+    reads and upstream's ``_adapt_part_for_vllm`` turns into vLLM's ``*_url`` parts).
+    Raises BadConversation when the run cannot give the processor's tokens for it."""
+    if not media_parts(conversation):
+        return conversation
+    if not multimodal:
+        raise BadConversation(NEEDS_PROCESSOR)
+    out = []
+    for turn in conversation:
+        content = turn.get("content")
+        if isinstance(content, list) and any(kind_of(part) for part in content):
+            turn = {**turn, "content": [_local_part(part) for part in content]}
+        out.append(turn)
+    return out
+
+
+def as_upstream_parts(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI ``{"type": "image_url", "image_url": {"url": U}}`` parts (and ``video_url``) as
+    ``{"type": "image", "url": U}``: the form upstream's ``_adapt_part_for_vllm`` takes (0.6+),
+    turning it back into the ``image_url`` part vLLM reads; it raises "Unknown content part" on
+    the OpenAI form itself, an error of upstream's on 0.8+ that failed the whole row."""
+    out = []
+    for turn in conversation:
+        content = turn.get("content") if isinstance(turn, Mapping) else None
+        if isinstance(content, list) and any(_openai_media(part) for part in content):
+            turn = {**turn, "content": [_upstream_part(part) for part in content]}
+        out.append(turn)
+    return out
+
+
+def _openai_media(part: Any) -> bool:
+    return isinstance(part, Mapping) and str(part.get("type")) in {f"{k}_url" for k in KINDS}
+
+
+def _upstream_part(part: Any) -> Any:
+    if not _openai_media(part):
+        return part
+    spec = part.get(part["type"])
+    url = spec.get("url") if isinstance(spec, Mapping) else spec
+    if not isinstance(url, str) or not url:
+        return part  # upstream names what it cannot read
+    return {"type": kind_of(part), "url": url}
+
+
+def _local_part(part: Any) -> Any:
+    kind = kind_of(part)
+    if kind is None:
+        return part
+    source = source_of(part)
+    if source is None:
+        return part  # upstream names what it cannot read
+    where, value = source
+    if where == "path" and not os.path.isfile(value):
+        raise BadConversation(MISSING_FILE)
+    return {"type": kind, where: value}
+
+
+def is_multimodal(processor: Any) -> bool:
+    """True for a transformers processor (reads images), False for a tokenizer."""
+    try:
+        from transformers import ProcessorMixin
+    except ImportError:
+        return False
+    return isinstance(processor, ProcessorMixin)

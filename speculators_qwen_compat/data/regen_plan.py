@@ -106,7 +106,8 @@ def steps_of(turns: list[dict[str, Any]]) -> list[Step]:
                     calls[str(call["id"])] = name
                 unanswered.append(name)
         elif role == "tool":
-            if steps and unanswered and not lead:  # answers a call of the current step
+            named = unanswered or turn.get("name") or _payload_name(turn.get("content"))
+            if steps and named and not lead:  # answers a call of the current step
                 name = _result_name(turn, calls, unanswered)
                 steps[-1].results.append(CachedResult(name, turn.get("content")))
             else:  # a result before any call: context, never an answer to a new call
@@ -185,7 +186,7 @@ def _result_name(turn: Mapping[str, Any], calls: dict[str, str], unanswered: lis
     if not name:
         name = _payload_name(turn.get("content"))
     if not name:
-        name = unanswered[0]
+        name = unanswered[0]  # `named` above: a call is waiting when nothing else names it
     if name in unanswered:
         unanswered.remove(name)
     return name

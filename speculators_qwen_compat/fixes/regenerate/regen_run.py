@@ -1,6 +1,6 @@
 """Fix: a regenerate-responses run ends with what it did, fails loudly on faults and never appends.
 
-Target: ``speculators.cli.regenerate_responses._run`` (0.8.1 :695, 0.9.0 :695; docs/upstream.md
+Target: ``speculators.cli.regenerate_responses._run`` (0.8.1 :690, 0.9.0 :690; docs/upstream.md
 "Regenerate responses"), the coroutine ``regenerate_responses`` runs. Upstream exits 0 whatever
 happened (every conversation in the errors file, or no server at all), opens ``--outfile`` for
 appending (a rerun without ``--resume`` duplicates every row) and its ``--max-tokens`` help does
@@ -96,7 +96,7 @@ def partial_path(outfile: Path) -> Path:
 
 
 def errors_path(outfile: Path) -> Path:
-    """Upstream's errors file for an output file (0.9.0 :740)."""
+    """Upstream's errors file for an output file (0.8.1 :747, 0.9.0 :741)."""
     return outfile.with_name(f"{outfile.stem}.errors{outfile.suffix or '.jsonl'}")
 
 

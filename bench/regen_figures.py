@@ -6,12 +6,14 @@ as upstream ships it (fixes off) and through our entry point, against a real vLL
 hybrid, serves it (tests/vllm_server.py ``serve_generation``, steered by tests/regen_proxy.py),
 runs both commands per release, then the same command again (a rerun) and the command against
 a dead server, and prints a markdown table per release: per conversation the rows written and
-what was recorded (the errors file, the report), and each run's exit code and last line.
+what was recorded (the errors file, the report), and each run's exit code and last line. With
+``--readme`` the tables also replace the README's ``regen-figures`` block.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -43,9 +45,16 @@ def run(release: str, cwd: Path, endpoint: str, model: Path, upstream: bool, out
 
 
 def last_line(ran: subprocess.CompletedProcess) -> str:
-    lines = (ran.stdout.strip().splitlines() or [""]) if ran.returncode == 0 else []
+    """The run's summary: ours is its last line; upstream's is "Pipeline complete ..."."""
+    lines = ran.stdout.strip().splitlines() if ran.returncode == 0 else []
+    lines = [ln for ln in lines if ln.startswith("Pipeline complete")] or lines
     lines = lines or ran.stderr.strip().splitlines() or [""]
-    return lines[-1][:400].replace("|", "/")
+    return _plain(lines[-1][:600])
+
+
+def _plain(text: str) -> str:
+    """Table-safe, without the run's port numbers."""
+    return re.sub(r"http://127\.0\.0\.1:\d+", "URL", text).replace("|", "/")
 
 
 def outcome(work: Path, out: str) -> dict[str, str]:
@@ -58,7 +67,7 @@ def outcome(work: Path, out: str) -> dict[str, str]:
     if errors_file.exists():
         for line in errors_file.read_text().splitlines():
             entry = json.loads(line)
-            errors[entry["id"]] = entry["metadata"]["error"][:90]
+            errors[entry["id"]] = _plain(entry["metadata"]["error"])[:110]
     report_file = path.with_name(f"{path.stem}.report.json")
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
     counted = {}
@@ -84,6 +93,24 @@ def outcome(work: Path, out: str) -> dict[str, str]:
     return result
 
 
+START, END = "<!-- regen-figures:start -->", "<!-- regen-figures:end -->"
+_out: list[str] = []
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+    _out.append(line)
+
+
+def write_readme() -> None:
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    block = "\n".join(_out).strip()
+    readme.write_text(f"{head}{START}\n{block}\n{END}{tail}", encoding="utf-8")
+
+
 def main(releases: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="regen-figures-") as scratch:
         base = Path(scratch)
@@ -99,6 +126,8 @@ def main(releases: list[str]) -> None:
                     regen_data.write(work / "data.jsonl")
                     before = run(release, work, proxy.url, model, True, "before.jsonl")
                     after = run(release, work, proxy.url, model, False, "after.jsonl")
+                    shapes_before = outcome(work, "before.jsonl")
+                    shapes_after = outcome(work, "after.jsonl")
                     rerun_before = run(release, work, proxy.url, model, True, "before.jsonl")
                     rerun_after = run(release, work, proxy.url, model, False, "after.jsonl")
                     dead = f"http://127.0.0.1:{vllm_server.free_port()}"
@@ -106,27 +135,25 @@ def main(releases: list[str]) -> None:
                                       "--max-retries", "0")  # fmt: skip
                     dead_after = run(release, work, dead, model, False, "dead-a.jsonl",
                                      "--max-retries", "0")  # fmt: skip
-                    shapes_before = outcome(work, "before.jsonl")
-                    shapes_after = outcome(work, "after.jsonl")
-                    print(f"\n### speculators {release}\n")
-                    print("| conversation | before (upstream as shipped) | after (ours) |")
-                    print("|---|---|---|")
+                    say(f"\n#### speculators {release}\n")
+                    say("| conversation | before (upstream as shipped) | after (ours) |")
+                    say("|---|---|---|")
                     for conv in regen_data.EXPECTED:
-                        print(f"| {conv} | {shapes_before[conv]} | {shapes_after[conv]} |")
-                    print("\n| run | before: exit, last line | after: exit, last line |")
-                    print("|---|---|---|")
+                        say(f"| {conv} | {shapes_before[conv]} | {shapes_after[conv]} |")
+                    say("\n| run | before: exit, last line | after: exit, last line |")
+                    say("|---|---|---|")
                     for label, b, a in (
                         ("the 17 conversations", before, after),
                         ("the same command again", rerun_before, rerun_after),
                         ("no server at --endpoint", dead_before, dead_after),
                     ):
-                        print(f"| {label} | {b.returncode}: {last_line(b)} | "
+                        say(f"| {label} | {b.returncode}: {last_line(b)} | "
                               f"{a.returncode}: {last_line(a)} |")  # fmt: skip
                     reruns = Counter(
                         json.loads(line)["primary_id"]
                         for line in (work / "before.jsonl").read_text().splitlines()
                     )
-                    print(
+                    say(
                         f"\nupstream's rerun: {sum(reruns.values())} rows in before.jsonl, "
                         f"{sum(1 for n in reruns.values() if n > 1)} conversations twice"
                     )
@@ -135,4 +162,7 @@ def main(releases: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["0.9.0"])
+    arguments = [a for a in sys.argv[1:] if a != "--readme"]
+    main(arguments or ["0.9.0"])
+    if "--readme" in sys.argv[1:]:
+        write_readme()

@@ -47,14 +47,19 @@ def run(release: str, cwd: Path, endpoint: str, model: Path, upstream: bool, out
 def last_line(ran: subprocess.CompletedProcess) -> str:
     """The run's summary: ours is its last line; upstream's is "Pipeline complete ..."."""
     lines = ran.stdout.strip().splitlines() if ran.returncode == 0 else []
-    lines = [ln for ln in lines if ln.startswith("Pipeline complete")] or lines
+    lines = (
+        [ln for ln in lines if ln.startswith("regenerated ")]
+        or [ln for ln in lines if ln.startswith("Pipeline complete")]
+        or lines
+    )
     lines = lines or ran.stderr.strip().splitlines() or [""]
     return _plain(lines[-1][:600])
 
 
 def _plain(text: str) -> str:
     """Table-safe, without the run's port numbers."""
-    return re.sub(r"http://127\.0\.0\.1:\d+", "URL", text).replace("|", "/")
+    text = re.sub(r"http://127\.0\.0\.1:\d+", "URL", text)
+    return re.sub(r"127\.0\.0\.1:?', \d+|127\.0\.0\.1:\d+", "PORT", text).replace("|", "/")
 
 
 def outcome(work: Path, out: str) -> dict[str, str]:

@@ -138,7 +138,11 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
         if not task.done():  # a fault or the error limit: stop every worker now
             await _cancel_all(task)
         else:
-            task.result()  # upstream's own exception, if any
+            try:
+                task.result()  # upstream's own exception, if any
+            except BaseException:
+                _drop_if_empty(partial)  # nothing to resume: the next run starts afresh
+                raise
         if state.stop is None:
             finished = True
     finally:

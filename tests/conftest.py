@@ -27,6 +27,7 @@ RELEASE = Version(version("speculators"))
 RENDERS = Version("0.8") <= RELEASE
 STYLES = ("qwen36", "qwen35")
 PROGRAMS = Path(__file__).resolve().with_name("programs")
+ROOT = PROGRAMS.parents[1]
 #: The environment of a process that sees upstream as installed: the venv-wide .pth stays idle.
 FIXES_OFF = {ENV_SWITCH: "0"}
 
@@ -36,6 +37,19 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     env.update(extra)
     return env
+
+
+def release_command(release: str, *args: str, **env: str) -> tuple[list[str], dict[str, str]]:
+    """(command, environment) running ``python ARGS`` on speculators ``release``
+    (tools/release_python.sh), whatever release runs pytest."""
+    environment = subprocess_env(**env)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        p
+        for p in paths
+        if p and Path(p).parent.parent.name != "rel"  # not this run's release
+    )
+    return [str(ROOT / "tools" / "release_python.sh"), release, *args], environment
 
 
 def run_prepare(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,6 @@ tool calls in other shapes real data has and with rows the template or the norma
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from conftest import (
     good_rows,
     read_report,
     rejected_rows,
-    subprocess_env,
+    release_command,
     write_dataset,
 )
 from mask_oracle import load_rows
@@ -103,19 +102,11 @@ def _bad_arguments_rows() -> list[dict[str, Any]]:
 
 def _prepare_on(release: str, model: Path, output: Path, data: Path, *extra: str):
     """prepare_data of ``release`` (tools/release_python.sh), whatever release runs pytest."""
-    env = subprocess_env()
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p
-        for p in paths
-        if p and Path(p).parent.parent.name != "rel"  # not this run's release
-    )
-    command = [
-        str(ROOT / "tools" / "release_python.sh"), release, "-m",
-        "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
-        "--output", str(output), "--seq-length", "512", "--num-preprocessing-workers", "1",
-        *extra,
-    ]  # fmt: skip
+    command, env = release_command(
+        release, "-m", "speculators_qwen_compat.prepare_data", "--model", str(model),
+        "--data", str(data), "--output", str(output), "--seq-length", "512",
+        "--num-preprocessing-workers", "1", *extra,
+    )  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
 
 

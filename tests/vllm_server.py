@@ -10,6 +10,8 @@ makes torchvision 0.28 importable for vLLM's Qwen3.5 model). Two kinds of server
   choice, the qwen3_coder tool parser, the qwen3 reasoning parser). The render endpoint
   ``POST /v1/chat/completions/render`` is what speculators 0.8+ call to derive loss masks (README,
   "vLLM parity"). ``--max-model-len`` must exceed the ``--seq-length`` speculators truncates to.
+- ``serve_generation(model, ...)``: ``vllm serve`` generating chat completions with the
+  reasoning and tool-call parsers (tests/test_regenerate_responses.py).
 - ``serve_hidden_states(model, layer_ids, storage, ...)``: ``vllm serve`` with hidden-state
   extraction into ``storage`` through the CPU connector (tests/vllm_site/cpu_connector.py), the
   server of the pipeline tier (``make test-pipeline``).
@@ -238,6 +240,24 @@ def start(
     args = ["launch", "render", str(model_dir), "--max-model-len", str(max_model_len)]
     wait = timeout or START_TIMEOUT
     return _server([*args, *RENDER_FLAGS, *extra_args], port, torchvision, wait)
+
+
+def serve_generation(
+    model: Path, max_model_len: int = 2048, extra_args: tuple[str, ...] | list[str] = ()
+) -> VllmServer:
+    """``vllm serve MODEL`` generating chat completions as a Qwen3.5/3.6 deployment does (the
+    qwen3 reasoning parser, qwen3_coder tool calls, auto tool choice), bf16, eager, for a tiny
+    hybrid: structured outputs apply inside the reasoning too, so a request's
+    ``structured_outputs`` regex can force a reply that thinks and then answers or calls a tool
+    (a random model never closes its thinking)."""
+    args = [
+        "serve", str(model), "--enforce-eager", "--dtype", "bfloat16",
+        "--max-model-len", str(max_model_len), "--no-enable-prefix-caching",
+        *RENDER_FLAGS,
+        "--structured-outputs-config", json.dumps({"enable_in_reasoning": True}),
+        *extra_args,
+    ]  # fmt: skip
+    return _server(args, None, True, SERVE_TIMEOUT)
 
 
 def serve_hidden_states(

@@ -28,6 +28,11 @@ _SCRIPT_ERA = {
     "row_tensors": NOT_NEEDED,
     "local_render": NOT_NEEDED,
     "overwrite_guard": NOT_NEEDED,
+    # regenerate-responses: no speculators.cli.regenerate_responses (the git-only
+    # scripts/response_regeneration/script.py, run as it is by our entry point)
+    "regen_turns": NOT_NEEDED,
+    "regen_replies": NOT_NEEDED,
+    "regen_run": NOT_NEEDED,
     "sample_drops": NOT_APPLICABLE,
 }
 _RENDER_ERA = {
@@ -38,6 +43,9 @@ _RENDER_ERA = {
     "row_tensors": APPLIED,
     "overwrite_guard": APPLIED,
     "sample_drops": APPLIED,
+    "regen_turns": APPLIED,
+    "regen_replies": APPLIED,
+    "regen_run": APPLIED,
 }
 _EVERYWHERE = {
     "row_guard": APPLIED,

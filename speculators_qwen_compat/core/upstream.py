@@ -16,6 +16,8 @@ from typing import Any
 
 PREPROCESSING = "speculators.data_generation.preprocessing"
 CLI_PREPARE_DATA = "speculators.cli.prepare_data"
+#: 0.8+: ``speculators regenerate-responses`` (on-policy replies through a vLLM server).
+CLI_REGENERATE = "speculators.cli.regenerate_responses"
 SPECULATOR_MODEL = "speculators.model"
 TRAIN_UTILS = "speculators.train.utils"
 

@@ -12,6 +12,9 @@ from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
 from speculators_qwen_compat.fixes.data.row_tensors import RowTensorsFix
 from speculators_qwen_compat.fixes.data.run_report import RunReportFix
 from speculators_qwen_compat.fixes.data.token_frequency import TokenFrequencyFix
+from speculators_qwen_compat.fixes.regenerate.regen_replies import RegenRepliesFix
+from speculators_qwen_compat.fixes.regenerate.regen_run import RegenRunFix
+from speculators_qwen_compat.fixes.regenerate.regen_turns import RegenTurnsFix
 from speculators_qwen_compat.fixes.training.mask_token import MaskTokenFix
 from speculators_qwen_compat.fixes.training.sample_drops import SampleDropsFix
 from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
@@ -28,6 +31,9 @@ ALL_FIXES = (
     RunReportFix,
     BoundedOutputFix,
     OverwriteGuardFix,
+    RegenTurnsFix,
+    RegenRepliesFix,
+    RegenRunFix,
     VerifierNormFix,
     MaskTokenFix,
     SampleDropsFix,

@@ -1,0 +1,97 @@
+"""What regenerate-responses plans for a row before any request (data/regen_plan.py): one step
+per user turn, the data's tool results named by the tool they answer, results before any call
+kept as context, template rejections found with the target's own template (the demo's strict
+Qwen3.6-style one, rendered by transformers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import AutoTokenizer
+
+from speculators_qwen_compat.data.normalize import BadConversation
+from speculators_qwen_compat.data.regen_plan import plan_row
+
+pytestmark = pytest.mark.pure
+
+
+def call(call_id: str, name: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def test_results_are_named_by_id_name_payload_or_their_call() -> None:
+    row = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            # two calls answered out of order: tool_call_id decides, not position
+            {"role": "assistant", "content": "", "tool_calls": [call("a", "search"),
+                                                               call("b", "get_weather")]},
+            {"role": "tool", "tool_call_id": "b", "content": "W"},
+            {"role": "tool", "tool_call_id": "a", "content": "S"},
+            {"role": "assistant", "content": "", "tool_calls": [call("c", "lookup")]},
+            {"role": "tool", "content": "no id: answers the call waiting"},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "again"},
+            {"role": "assistant", "content": "<tool_call>...</tool_call>"},  # Hermes text
+            {"role": "tool", "content": '<tool_response>{"name": "clock", "t": 1}</tool_response>'},
+        ]
+    }  # fmt: skip
+    plan, _ = plan_row(row)
+    assert [(r.name, r.content) for r in plan[0].results] == [
+        ("get_weather", "W"), ("search", "S"), ("lookup", "no id: answers the call waiting"),
+    ]  # fmt: skip
+    assert [r.name for r in plan[1].results] == ["clock"]
+    assert [m["role"] for m in plan[1].lead] == ["user"]
+
+
+def test_a_result_before_the_question_is_context_and_roles_follow_the_table() -> None:
+    row = {
+        "conversations": [
+            {"from": "observation", "value": "early"},
+            {"from": "developer", "value": "be brief"},
+            {"from": "human", "value": "q"},
+            {"from": "function_call", "value": json.dumps({"name": "f", "arguments": {"x": 1}})},
+            {"from": "observation", "value": "late"},
+        ]
+    }
+    plan, _ = plan_row(row)
+    assert len(plan) == 1
+    assert [(m["role"], m["content"]) for m in plan[0].lead] == [
+        ("tool", "early"), ("system", "be brief"), ("user", "q"),
+    ]  # fmt: skip
+    assert [(r.name, r.content) for r in plan[0].results] == [("f", "late")]
+
+
+@pytest.mark.parametrize(
+    ("messages", "reason"),
+    [
+        ([{"role": "assistant", "content": "hi"}], "no user turn"),
+        ([], "conversation is empty or not a list"),
+        ([{"content": "hi"}], "turn without a role"),
+    ],
+)
+def test_rows_without_a_question_are_skipped_with_a_reason(messages: list, reason: str) -> None:
+    with pytest.raises(BadConversation, match=reason):
+        plan_row({"messages": messages})
+
+
+def test_the_template_cuts_the_plan_where_it_refuses(qwen36_dir) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
+    row = {
+        "messages": [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "a"},
+            {"role": "system", "content": "late"},
+            {"role": "user", "content": "second"},
+        ]
+    }
+    plan, _ = plan_row(row, tokenizer=tokenizer)
+    assert len(plan) == 1 and plan.stop_reason == "System message must be at the beginning."
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "first"}], add_generation_prompt=True, tokenize=False
+    )
+    assert plan[0].prompt_tokens == len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    late_first = [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]
+    with pytest.raises(BadConversation, match=r"System message must be at the beginning\."):
+        plan_row({"messages": late_first}, tokenizer=tokenizer)

@@ -20,6 +20,11 @@ Cases: EAGLE-3 on the dense verifier (``Qwen3_5ForCausalLM``; 0.9.0), DFlash on 
 (``Qwen3_5MoeForCausalLM``; 0.9.0, whose norm-type list lacks ``qwen3_5_moe``, and 0.8.1, which
 builds ``Qwen3RMSNorm``). Prints the table and writes it between the acceptance markers of
 README.md and bench/RESULTS.md. ``--quick`` is a few-minute smoke run of the same steps.
+
+The on-policy arm (``ARM``, bench/acceptance_onpolicy.py; ``--cases onpolicy``): the first
+case's drafter, fixes on, trained on the same prompts with the placeholder replies users write
+and with the replies ``speculators regenerate-responses`` got from vLLM serving the verifier,
+judged the same way on held-out prompts in the chat template; its own table.
 """
 
 from __future__ import annotations

@@ -67,8 +67,7 @@ def regenerate(verifier: Path, conversations: Path, out: Path, arm: Path, size: 
     out.unlink(missing_ok=True)  # a rerun into the same file appends (upstream)
     errors = out.with_name(f"{out.stem}.errors{out.suffix}")
     errors.unlink(missing_ok=True)
-    max_len = 512
-    with vllm_server.serve_generation(verifier, max_model_len=max_len) as server:
+    with vllm_server.serve_generation(verifier, max_model_len=512) as server:
         command = [
             str(RELEASE_PYTHON), RELEASE, *REGENERATE,
             "--endpoint", server.endpoint + "/chat/completions", "--model", str(verifier),
@@ -84,7 +83,7 @@ def regenerate(verifier: Path, conversations: Path, out: Path, arm: Path, size: 
             raise
     rows = out.read_text(encoding="utf-8").splitlines() if out.is_file() else []
     failed = errors.read_text(encoding="utf-8").splitlines() if errors.is_file() else []
-    # upstream exits 0 whatever failed (../shared facts): the files say what it did
+    # upstream exits 0 however many conversations failed: its files say what it did
     if failed or len(rows) != size["train"]:
         fail(f"regenerate-responses wrote {len(rows)} rows of {size['train']} and "
              f"{len(failed)} failures ({errors}; log {log})")  # fmt: skip

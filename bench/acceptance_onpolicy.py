@@ -81,14 +81,22 @@ def regenerate(verifier: Path, conversations: Path, out: Path, arm: Path, size: 
         except SystemExit:
             shutil.copyfile(server.log, arm / "logs" / "regenerate-server.log")
             raise
-    rows = out.read_text(encoding="utf-8").splitlines() if out.is_file() else []
-    failed = errors.read_text(encoding="utf-8").splitlines() if errors.is_file() else []
+    rows, failed = json_lines(out), json_lines(errors)
     # upstream exits 0 however many conversations failed: its files say what it did
     if failed or len(rows) != size["train"]:
         fail(f"regenerate-responses wrote {len(rows)} rows of {size['train']} and "
              f"{len(failed)} failures ({errors}; log {log})")  # fmt: skip
     summary = next((x for x in printed.splitlines() if x.startswith("Pipeline complete")), "")
     return {"rows": len(rows), "summary": summary}
+
+
+def json_lines(path: Path) -> list[dict]:
+    """A JSON-lines file's records (split at newlines only: a reply may hold U+2028 and the
+    like, which ``str.splitlines`` also splits at); none for a missing file."""
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
 
 
 def prepared(verifier: Path, source: Path, key: str, arm: Path, size: dict) -> dict:

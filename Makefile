@@ -121,8 +121,10 @@ bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 	$(MAKE) bench-acceptance
 
 # Drafters trained through upstream's trainer on CPU with the fixes off and on, judged against
-# the verifier (and by vLLM's own acceptance counters): bench/acceptance.py; writes its section
-# of bench/RESULTS.md (after run_bench.py rewrote the file) and README.md.
+# the verifier (and by vLLM's own acceptance counters), and the same drafter trained on
+# placeholder replies vs replies the verifier regenerated (bench/acceptance_onpolicy.py):
+# bench/acceptance.py; writes its section of bench/RESULTS.md (after run_bench.py rewrote the
+# file) and README.md.
 bench-acceptance: install release-0.8.1 release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm" $(VENVS)/tools/bin/python \
 		bench/acceptance.py

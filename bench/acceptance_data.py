@@ -14,7 +14,8 @@ read it with ``hs_connectors.FileTransfer``):
   states of the aux layers and the pre-norm last layer (``hidden_states`` [seq, 4, hidden],
   ``token_ids``);
 - ``OUT/heldout.pt``: the held-out rows with transformers' states and the verifier's greedy
-  token at every position (verifier_text.VerifierStates), the oracle of the evaluation;
+  token at every position (verifier_text.VerifierStates) and each row's prompt length, the
+  oracle of the evaluation;
   ``OUT/heldout_prompts.json``: their prompts and greedy continuations as token ids (for vLLM).
 """
 
@@ -38,24 +39,37 @@ PROMPT_VOCAB = 1210  # prompts use the tiny tokenizer's ids only (vLLM checks pr
 BATCH = 128  # rows decoded together: per-step overhead dominates at these sizes
 
 
-def write_offline(rows: list, prompt: int, out: Path) -> None:
+def write_offline(rows: list, masks: list[list[int]], out: Path) -> None:
+    """``rows`` (VerifierStates) with their loss masks in speculators' offline layout."""
     from datasets import Dataset
     from safetensors.torch import save_file
 
     (out / "hidden_states").mkdir(parents=True, exist_ok=True)
     records = []
-    for i, row in enumerate(rows):
+    for i, (row, mask) in enumerate(zip(rows, masks, strict=True)):
         layers = row.aux.reshape(len(row.input_ids), len(AUX_LAYERS), -1)
         states = torch.cat([layers, row.pre_norm[:, None]], dim=1).contiguous()
         save_file(
             {"hidden_states": states, "token_ids": row.input_ids.contiguous()},
             str(out / "hidden_states" / f"hs_{i}.safetensors"),
         )
-        mask = [0] * prompt + [1] * (len(row.input_ids) - prompt)
         records.append(
             {"input_ids": row.input_ids.tolist(), "loss_mask": mask, "seq_len": len(mask)}
         )
     Dataset.from_list(records).with_format("torch").save_to_disk(str(out))
+
+
+def write_heldout(rows: list, prompts: list[int], out: Path) -> None:
+    """The held-out rows (VerifierStates) and each one's prompt length: ``heldout.pt`` for the
+    offline evaluation, ``heldout_prompts.json`` for vLLM (the prompts, and the continuations
+    transformers' greedy decoding wrote)."""
+    torch.save({"prompt": prompts, "layers": AUX_LAYERS, "rows": rows}, out / "heldout.pt")
+    pairs = list(zip(rows, prompts, strict=True))
+    served = {
+        "prompts": [r.input_ids[:p].tolist() for r, p in pairs],
+        "continuations": [r.input_ids[p:].tolist() for r, p in pairs],
+    }
+    (out / "heldout_prompts.json").write_text(json.dumps(served))
 
 
 def main(kind: str, out: Path, train: int, heldout: int, prompt: int, new: int) -> None:
@@ -78,13 +92,9 @@ def main(kind: str, out: Path, train: int, heldout: int, prompt: int, new: int) 
                 min_new_tokens=new, do_sample=False, pad_token_id=0,
             )  # fmt: skip
         rows += verifier_states(model, norm, ids, AUX_LAYERS)
-    write_offline(rows[:train], prompt, out / "train")
-    torch.save({"prompt": prompt, "layers": AUX_LAYERS, "rows": rows[train:]}, out / "heldout.pt")
-    served = {  # what vLLM gets (prompts) and what transformers' greedy decoding continued with
-        "prompts": [r.input_ids[:prompt].tolist() for r in rows[train:]],
-        "continuations": [r.input_ids[prompt:].tolist() for r in rows[train:]],
-    }
-    (out / "heldout_prompts.json").write_text(json.dumps(served))
+    masks = [[0] * prompt + [1] * new for _ in range(train)]  # the generated part
+    write_offline(rows[:train], masks, out / "train")
+    write_heldout(rows[train:], [prompt] * heldout, out)
     summary = {"kind": kind, "train": train, "heldout": heldout, "prompt": prompt, "new": new}
     summary["seconds"] = round(time.monotonic() - started, 1)
     (out / "data.json").write_text(json.dumps(summary))

@@ -55,11 +55,11 @@ def tally(matches: torch.Tensor) -> dict:
     }
 
 
-def eagle3_matches(model, rows: list, prompt: int, steps: int) -> torch.Tensor:
+def eagle3_matches(model, rows: list, prompts: list[int], steps: int) -> torch.Tensor:
     from speculators.models.eagle3.data import shift_batch
 
     found = []
-    for row in rows:
+    for row, prompt in zip(rows, prompts, strict=True):
         length = len(row.input_ids)
         sample = {
             "input_ids": row.input_ids,
@@ -85,11 +85,11 @@ def eagle3_matches(model, rows: list, prompt: int, steps: int) -> torch.Tensor:
     return torch.cat(found)
 
 
-def dflash_matches(model, rows: list, prompt: int, max_anchors: int) -> torch.Tensor:
+def dflash_matches(model, rows: list, prompts: list[int], max_anchors: int) -> torch.Tensor:
     block = model.block_size
     found = []
     torch.manual_seed(0)
-    for row in rows:
+    for row, prompt in zip(rows, prompts, strict=True):
         length = len(row.input_ids)
         mask = torch.zeros(length, dtype=torch.bool)
         mask[prompt:] = True
@@ -107,9 +107,9 @@ def dflash_matches(model, rows: list, prompt: int, max_anchors: int) -> torch.Te
     return torch.cat(found)
 
 
-def target_agreement(model, rows: list, prompt: int) -> float:
+def target_agreement(model, rows: list, prompts: list[int]) -> float:
     hits = total = 0
-    for row in rows:
+    for row, prompt in zip(rows, prompts, strict=True):
         with torch.no_grad():
             targets = model.verifier_lm_head(model.verifier_norm(row.pre_norm[prompt - 1 : -1]))
         hits += int((targets.argmax(-1) == row.greedy[prompt - 1 : -1]).sum())
@@ -119,14 +119,16 @@ def target_agreement(model, rows: list, prompt: int) -> float:
 
 def main(checkpoint: Path, heldout: Path, speculator_type: str, steps: int) -> None:
     data = torch.load(heldout, weights_only=False)
-    rows, prompt = data["rows"], data["prompt"]
+    rows, prompts = data["rows"], data["prompt"]
+    if isinstance(prompts, int):  # held-out data written before prompt lengths were per row
+        prompts = [prompts] * len(rows)
     model = load(checkpoint, speculator_type)
     if speculator_type == "dflash":
-        matches = dflash_matches(model, rows, prompt, max_anchors=32)
+        matches = dflash_matches(model, rows, prompts, max_anchors=32)
     else:
-        matches = eagle3_matches(model, rows, prompt, steps)
+        matches = eagle3_matches(model, rows, prompts, steps)
     result = tally(matches)
-    result["targets"] = round(target_agreement(model, rows, prompt), 5)
+    result["targets"] = round(target_agreement(model, rows, prompts), 5)
     result["verifier_norm"] = type(model.verifier_norm).__name__
     print(json.dumps(result))
 

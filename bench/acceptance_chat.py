@@ -1,0 +1,96 @@
+"""Acceptance bench, on-policy arm, data steps: chat prompts, placeholder replies, states.
+
+Run by a release's Python (tools/release_python.sh RELEASE bench/acceptance_chat.py ...), with
+the verifier bench/acceptance_data.py built:
+
+- ``prompts VERIFIER OUT TRAIN HELDOUT PROMPT NEW``: TRAIN + HELDOUT user prompts, each the text
+  of PROMPT random token ids (bench/acceptance_data.py's prompt generation, ids of the tiny
+  tokenizer's vocabulary only: its added tokens are template markers) decoded by the verifier's
+  tokenizer. Writes ``OUT/conversations.jsonl``, the training prompts as users send them here:
+  ShareGPT rows whose assistant turn is a placeholder ("OK.", ...) written to get past the
+  strict template; and the held-out prompts rendered by the verifier's chat template with the
+  generation prompt, thinking off (what ``regenerate-responses`` asks the server for), each
+  continued by NEW greedy tokens of transformers' float32 forward, as ``OUT/heldout.pt`` and
+  ``OUT/heldout_prompts.json`` (bench/acceptance_data.py ``write_heldout``).
+- ``states VERIFIER PREPARED OUT``: prepare_data's output ``PREPARED`` (``input_ids``,
+  ``loss_mask``) with transformers' float32 hidden states of every row, in speculators'
+  offline layout at ``OUT`` (bench/acceptance_data.py ``write_offline``), as the fixes-off/on
+  cases train from.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import torch  # noqa: E402
+from acceptance_data import AUX_LAYERS, write_heldout, write_offline  # noqa: E402
+from verifier_text import verifier_states  # noqa: E402
+
+TEXT_VOCAB = (
+    1200  # the tiny tokenizer's byte-level vocabulary; 1200-1209 are <think>, <tool_call>..
+)
+PLACEHOLDERS = ("OK.", "Sure.", "Got it.")  # the boilerplate replies README "Data warnings" names
+SEED = 1  # acceptance_data.py seeds its prompt batches 0, 128, ...: a different draw
+
+
+def load_verifier(folder: Path):  # -> (model, its final norm, its tokenizer)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
+    return model, model.model.norm, AutoTokenizer.from_pretrained(str(folder))
+
+
+def prompts(verifier: Path, out: Path, train: int, heldout: int, prompt: int, new: int) -> None:
+    model, norm, tokenizer = load_verifier(verifier)
+    generator = torch.Generator().manual_seed(SEED)
+    ids = torch.randint(3, TEXT_VOCAB, (train + heldout, prompt), generator=generator)
+    texts = [tokenizer.decode(row.tolist()) for row in ids]
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "conversations.jsonl").open("w", encoding="utf-8") as sink:
+        for i, text in enumerate(texts[:train]):
+            turns = [{"from": "human", "value": text},
+                     {"from": "gpt", "value": PLACEHOLDERS[i % len(PLACEHOLDERS)]}]  # fmt: skip
+            sink.write(json.dumps({"id": f"prompt-{i}", "conversations": turns}) + "\n")
+    rows, lengths = [], []
+    for text in texts[train:]:
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True,
+            enable_thinking=False,
+        )  # fmt: skip
+        chat = torch.tensor([tokenizer(rendered, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            full = model.generate(
+                chat, attention_mask=torch.ones_like(chat), max_new_tokens=new,
+                min_new_tokens=new, do_sample=False, pad_token_id=0,
+            )  # fmt: skip
+        rows += verifier_states(model, norm, full, AUX_LAYERS)
+        lengths.append(chat.shape[1])
+    write_heldout(rows, lengths, out)
+    print(json.dumps({"train": train, "heldout": heldout, "prompt_tokens": lengths}))
+
+
+def states(verifier: Path, prepared: Path, out: Path) -> None:
+    from datasets import load_from_disk
+
+    model, norm, _ = load_verifier(verifier)
+    dataset = load_from_disk(str(prepared))
+    rows, masks = [], []
+    for record in dataset:
+        ids = torch.tensor([list(record["input_ids"])], dtype=torch.long)
+        rows += verifier_states(model, norm, ids, AUX_LAYERS)
+        masks.append([int(x) for x in record["loss_mask"]])
+    write_offline(rows, masks, out)
+    supervised = sum(map(sum, masks))
+    print(json.dumps({"rows": len(rows), "tokens": sum(map(len, masks)), "supervised": supervised}))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "prompts":
+        prompts(Path(sys.argv[2]), Path(sys.argv[3]), *map(int, sys.argv[4:8]))
+    else:
+        states(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))

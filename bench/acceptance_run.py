@@ -1,0 +1,46 @@
+"""Acceptance bench: how its steps run (a release's Python, the environment, a failing step).
+
+Shared by bench/acceptance.py (the cases) and bench/acceptance_onpolicy.py (the on-policy arm's
+data). A step's output goes to its log; a step that fails ends the bench with the bench's one
+error line and the log's end (an infrastructure fault, never a figure).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RELEASE_PYTHON = ROOT / "tools" / "release_python.sh"
+
+
+def fail(message: str) -> None:
+    sys.exit(f"speculators_qwen_compat: error: {message}")
+
+
+def run(command: list[str], log: Path, env: dict[str, str] | None = None) -> str:
+    """Run ``command``, its output into ``log``; its stdout's text, or exit with the log's end."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as sink:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=sink, text=True, env=env)
+        sink.write(done.stdout)
+    if done.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        fail(f"{' '.join(command[:4])} ... exited {done.returncode} (log {log}):\n{tail}")
+    return done.stdout
+
+
+def release_env(fixes: bool, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECULATORS_QWEN_COMPAT")}
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    # One thread per process: the cases run side by side, and on a busy machine OpenMP's
+    # spinning worker threads made a training step ~10x slower.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONPATH"] = path
+    if not fixes:
+        env["SPECULATORS_QWEN_COMPAT"] = "0"
+    env.update(extra)
+    return env

@@ -11,13 +11,11 @@ makes torchvision 0.28 importable for vLLM's Qwen3.5 model). Two kinds of server
   ``POST /v1/chat/completions/render`` is what speculators 0.8+ call to derive loss masks (README,
   "vLLM parity"). ``--max-model-len`` must exceed the ``--seq-length`` speculators truncates to.
 - ``serve_generation(model, ...)``: ``vllm serve`` generating chat completions with the
-  reasoning and tool-call parsers (tests/test_regenerate_responses.py).
+  reasoning and tool-call parsers (tests/test_regenerate_responses.py; the target the acceptance
+  bench's on-policy arm asks for its own replies).
 - ``serve_hidden_states(model, layer_ids, storage, ...)``: ``vllm serve`` with hidden-state
   extraction into ``storage`` through the CPU connector (tests/vllm_site/cpu_connector.py), the
   server of the pipeline tier (``make test-pipeline``).
-- ``serve_generation(model, ...)``: ``vllm serve`` answering chat completions with the same
-  deployment flags, the target ``speculators regenerate-responses`` asks for its own replies
-  (the acceptance bench's on-policy arm).
 
 Both return a ``VllmServer`` (``.url`` without ``/v1``, ``.endpoint`` with it, ``.render()``,
 ``.stop()``, ``.restart()``, ``.tail()``, a context manager). Each server runs in its own session
@@ -294,18 +292,4 @@ def serve_hidden_states(
         # Prefix caching plus any speculative method sends the hybrid model into a Triton
         # kernel (vLLM's mamba_utils); CPU has no Triton.
         args.append("--no-enable-prefix-caching")
-    return _server(args, None, True, SERVE_TIMEOUT)
-
-
-def serve_generation(
-    model: Path, max_model_len: int = 512, extra_args: tuple[str, ...] | list[str] = ()
-) -> VllmServer:
-    """``vllm serve MODEL`` answering chat completions, bf16, eager, with the flags a Qwen3.5/3.6
-    deployment uses (RENDER_FLAGS). Prefix caching off: the hybrid model's prefix-caching path
-    takes a Triton kernel on this engine (see ``serve_hidden_states``)."""
-    args = [
-        "serve", str(model), "--enforce-eager", "--dtype", "bfloat16",
-        "--max-model-len", str(max_model_len), "--no-enable-prefix-caching",
-        *RENDER_FLAGS, *extra_args,
-    ]  # fmt: skip
     return _server(args, None, True, SERVE_TIMEOUT)

@@ -44,8 +44,8 @@ from conftest import (
 from mask_oracle import check_masks, load_rows
 from programs import render_fault_server as fault_server
 
-from speculators_qwen_compat.core.errors import is_data_problem
 from speculators_qwen_compat.data import render_faults
+from speculators_qwen_compat.data.row_errors import is_data_problem
 
 pytestmark = pytest.mark.skipif(
     not RENDERS, reason="not applicable: speculators <= 0.7 has no render client"

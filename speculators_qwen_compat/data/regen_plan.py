@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from speculators_qwen_compat.core.errors import is_data_problem, reason_of
+from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
+from speculators_qwen_compat.data.row_errors import is_data_problem
 
 NO_USER_TURN = "no user turn"
 _TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)

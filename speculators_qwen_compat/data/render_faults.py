@@ -96,6 +96,19 @@ def is_refusal(exc: BaseException) -> bool:
     return "error" in parsed or "detail" in parsed
 
 
+def refusal_reason(exc: BaseException) -> str | None:
+    """The skip reason of a server refusal that local rendering counts under words of its own:
+    vLLM names a missing image file with a path it partly masks (how much depends on where the
+    file is), so the reason is local rendering's (data/media.py ``MISSING_FILE``); None: the
+    server's own message is the reason (core/errors.py ``reason_of``)."""
+    found = status_of(exc)
+    if found is None or found[0] != 500 or MEDIA_REFUSALS[0] not in found[1]:
+        return None
+    from speculators_qwen_compat.data.media import MISSING_FILE
+
+    return MISSING_FILE
+
+
 def media_config_fault(exc: BaseException) -> str | None:
     """The fix, when ``exc`` says the server is not set up to read local images (vLLM's 500
     "Cannot load local files without `--allowed-local-media-path`" for every image): a

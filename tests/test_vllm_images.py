@@ -109,7 +109,7 @@ def test_corpus_covers_the_image_shapes() -> None:
         # every image size gives its own count through the server; refusals are recorded
         sizes = {counts[f"one/{name}/full"] for name in ("square", "wide", "photo", "large")}
         assert len(sizes) >= 3, counts
-        assert golden["missing_file/full"] == {"status": 500}
+        assert golden["missing_file/full"]["status"] == 500
         assert golden["one/sliver/full"]["status"] == 400
         assert "ids" in golden["later_turns/truncate_right_2048"]
         assert "status" in golden["later_turns/truncate_right_60"]

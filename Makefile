@@ -114,7 +114,7 @@ demo: install release-$(DEMO_RELEASE)
 	@echo "output: $(CURDIR)/demo-output (log: demo-output.log)"
 
 # Ratios measured side by side in one run (bench/run_bench.py): prints the table, writes
-# bench/RESULTS.md and the bench section of README.md.
+# bench/RESULTS.md and the bench blocks of docs/maintainers.md.
 bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm vocab" $(VENVS)/tools/bin/python \
 		bench/run_bench.py
@@ -124,7 +124,7 @@ bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 # the verifier (and by vLLM's own acceptance counters), and the same drafter trained on
 # placeholder replies vs replies the verifier regenerated (bench/acceptance_onpolicy.py):
 # bench/acceptance.py; writes its section of bench/RESULTS.md (after run_bench.py rewrote the
-# file) and README.md.
+# file) and docs/training.md.
 bench-acceptance: install release-0.8.1 release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm" $(VENVS)/tools/bin/python \
 		bench/acceptance.py

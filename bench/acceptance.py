@@ -2,7 +2,7 @@
 
 Target: speculators 0.9.0 and 0.8.1 (their own ``python -m speculators.train``, on CPU through
 the test-only shim tests/cpu_trainer.py), tiny Qwen3.5 verifiers; why: the fixes change the
-targets a drafter learns from (README "Training"), and loss curves cannot show it (a run on flat
+targets a drafter learns from (docs/training.md), and loss curves cannot show it (a run on flat
 targets reports the lower loss). For each case the same drafter is trained twice, same data,
 seed and steps: fixes off (``SPECULATORS_QWEN_COMPAT=0 python -m speculators.train``: upstream as
 shipped) and on (``python -m speculators_qwen_compat.train``), then judged on held-out text the
@@ -19,7 +19,7 @@ verifier wrote itself against the verifier's greedy tokens (transformers' float3
 Cases: EAGLE-3 on the dense verifier (``Qwen3_5ForCausalLM``; 0.9.0), DFlash on the MoE verifier
 (``Qwen3_5MoeForCausalLM``; 0.9.0, whose norm-type list lacks ``qwen3_5_moe``, and 0.8.1, which
 builds ``Qwen3RMSNorm``). Prints the table and writes it between the acceptance markers of
-README.md and bench/RESULTS.md. ``--quick`` is a few-minute smoke run of the same steps.
+docs/training.md and bench/RESULTS.md. ``--quick`` is a few-minute smoke run of the same steps.
 
 The on-policy arm (``ARM``, bench/acceptance_onpolicy.py; ``--cases onpolicy``): the first
 case's drafter, fixes on, trained on the same prompts with the placeholder replies users write
@@ -44,15 +44,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.append(str(ROOT / "tools"))  # doc_block
 
 import acceptance_onpolicy  # noqa: E402
+import doc_block  # noqa: E402
 import cpu_trainer  # noqa: E402
 import vllm_server  # noqa: E402
 from acceptance_run import RELEASE_PYTHON, fail, release_env, run  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
-README = ROOT / "README.md"
-START, END = "<!-- acceptance:start -->", "<!-- acceptance:end -->"
+#: The page that shows the acceptance tables (block ``acceptance``, tools/doc_block.py).
+DOC = ROOT / "docs" / "training.md"
+BLOCK = "acceptance"
 MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream would add <|MASK|>
 AUX_LAYERS = ["2", "4", "5"]  # bench/acceptance_data.py AUX_LAYERS
 KEYS = ("off", "on")
@@ -262,16 +265,6 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines).rstrip()
 
 
-def write_section(path: Path, body: str, heading: str = "") -> None:
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    block = f"{START}\n{body}\n{END}"
-    if START in text and END in text:
-        text = text[: text.index(START)] + block + text[text.index(END) + len(END) :]
-    else:
-        text = text.rstrip() + f"\n\n{heading}{block}\n"
-    path.write_text(text, encoding="utf-8")
-
-
 def run_case(case: Case, data: Path, work: Path, size: dict) -> dict:
     """The same drafter trained with the fixes off and on (bench/acceptance_data.py's text)."""
     trainers = {key: partial(train, case, data, work, key == "on", size) for key in KEYS}
@@ -352,9 +345,9 @@ def main(argv: list[str]) -> int:
         body += " " + acceptance_onpolicy.describe(size)
     print("\n" + body)
     if not args.no_write:
-        write_section(RESULTS, body, "## Acceptance (`make bench-acceptance`)\n\n")
-        write_section(README, body)
-        print(f"\nwrote the acceptance section of {RESULTS} and {README}")
+        doc_block.write(RESULTS, BLOCK, body, heading="## Acceptance (`make bench-acceptance`)")
+        doc_block.write(DOC, BLOCK, body)
+        print(f"\nwrote the acceptance section of {RESULTS} and {DOC}")
     return 0
 
 

@@ -7,7 +7,8 @@ hybrid, serves it (tests/vllm_server.py ``serve_generation``, steered by tests/r
 runs both commands per release, then the same command again (a rerun) and the command against
 a dead server, and prints a markdown table per release: per conversation the rows written and
 what was recorded (the errors file, the report), and each run's exit code and last line. With
-``--readme`` the tables also replace the README's ``regen-figures`` block.
+``--write`` the tables also replace the ``regen-figures`` block of docs/regenerate-responses.md
+(tools/doc_block.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.append(str(ROOT / "tools"))  # doc_block
 
+import doc_block  # noqa: E402
 import regen_data  # noqa: E402
 import tiny_checkpoints  # noqa: E402
 import vllm_server  # noqa: E402
@@ -98,7 +101,8 @@ def outcome(work: Path, out: str) -> dict[str, str]:
     return result
 
 
-START, END = "<!-- regen-figures:start -->", "<!-- regen-figures:end -->"
+#: The page that shows the before/after tables, and its block (tools/doc_block.py).
+DOC, BLOCK = ROOT / "docs" / "regenerate-responses.md", "regen-figures"
 _out: list[str] = []
 
 
@@ -107,13 +111,8 @@ def say(line: str = "") -> None:
     _out.append(line)
 
 
-def write_readme() -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    block = "\n".join(_out).strip()
-    readme.write_text(f"{head}{START}\n{block}\n{END}{tail}", encoding="utf-8")
+def write_doc() -> None:
+    doc_block.write(DOC, BLOCK, "\n".join(_out).strip())
 
 
 def main(releases: list[str]) -> None:
@@ -167,7 +166,7 @@ def main(releases: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    arguments = [a for a in sys.argv[1:] if a != "--readme"]
+    arguments = [a for a in sys.argv[1:] if a != "--write"]
     main(arguments or ["0.9.0"])
-    if "--readme" in sys.argv[1:]:
-        write_readme()
+    if "--write" in sys.argv[1:]:
+        write_doc()

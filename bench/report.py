@@ -1,4 +1,5 @@
-"""The results table, the machine it ran on, and where it is written (RESULTS.md, README)."""
+"""The results table, the machine it ran on, and where it is written (bench/RESULTS.md and
+docs/maintainers.md, blocks ``bench`` and ``bench-peer`` through tools/doc_block.py)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from timing import Sample, median
 
-START, END = "<!-- bench:start -->", "<!-- bench:end -->"
-PEER_MARKERS = ("<!-- bench-peer:start -->", "<!-- bench-peer:end -->")
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tools"))
+import doc_block  # noqa: E402
+
+#: The page that shows the speed tables, and their blocks.
+DOC = Path(__file__).resolve().parents[1] / "docs" / "maintainers.md"
+BLOCK, PEER_BLOCK = "bench", "bench-peer"
 
 
 @dataclass(frozen=True)
@@ -185,14 +191,9 @@ def seconds_table(samples: dict[str, list[Sample]]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, body: str, markers: tuple[str, str] = (START, END)) -> None:
-    """Replace what stands between the markers; nothing else in the file changes."""
-    text = readme.read_text(encoding="utf-8")
-    start, end = text.find(markers[0]), text.find(markers[1])
-    if start < 0 or end < start:
-        raise SystemExit(f"{readme}: no {markers[0]} ... {markers[1]} section")
-    new = text[: start + len(markers[0])] + "\n" + body + "\n" + text[end:]
-    readme.write_text(new, encoding="utf-8")
+def write_block(path: Path, body: str, name: str = BLOCK) -> None:
+    """Block ``name`` of ``path`` holds ``body`` (tools/doc_block.py); nothing else changes."""
+    doc_block.write(path, name, body)
 
 
 def _did(outcome: dict[str, object], good: int) -> str:

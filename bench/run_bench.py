@@ -1,5 +1,5 @@
 """``make bench``: speed and memory measured side by side in one run, written to
-bench/RESULTS.md and the README.
+bench/RESULTS.md and docs/maintainers.md (tools/doc_block.py).
 
 Every command is a whole subprocess run the way a user runs it (release Pythons through
 tools/release_python.sh), on a Qwen3.6 model folder with the real vocabulary (.venvs/assets,
@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import report
+from report import doc_block
 import workloads
 from report import Ratio, Run
 from timing import Sample, alternate, paired_ratios
@@ -43,7 +44,6 @@ from workloads import Setup
 OLD, NEW = "0.5.0", "0.9.0"
 ROOT = workloads.ROOT
 RESULTS = workloads.BENCH / "RESULTS.md"
-README = workloads.ROOT / "README.md"
 Samples = dict[str, list[Sample]]
 #: which outputs were compared row by row (compare_rows.py) -> what it found
 SAME_ROWS: dict[str, str] = {}
@@ -409,22 +409,22 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + body + ("\n\n" + peer if peer else ""))
     if not args.no_write and args.only:  # a partial run: only the peer's own sections
         if peer:
-            for target in (README, RESULTS):
-                report.update_readme(target, f"Measured {about}.\n\n{peer}", report.PEER_MARKERS)
-            print(f"\nwrote the SpecForge sections of {RESULTS} and {README}")
+            for target in (report.DOC, RESULTS):
+                report.write_block(target, f"Measured {about}.\n\n{peer}", report.PEER_BLOCK)
+            print(f"\nwrote the SpecForge sections of {RESULTS} and {report.DOC}")
     elif not args.no_write:
         details = report.seconds_table(samples)
-        start, end = report.PEER_MARKERS
+        start, end = doc_block.markers(report.PEER_BLOCK)
         RESULTS.write_text(
             f"# make bench\n\n{body}\n\n## Compared with SpecForge\n\n{start}\n"
             f"{peer or 'not run'}\n{end}\n\n## Seconds per command\n\n{details}\n\n"
             f"{workloads.DESCRIPTION}\n",
             encoding="utf-8",
         )
-        report.update_readme(README, body)
+        report.write_block(report.DOC, body)
         if peer:
-            report.update_readme(README, peer, report.PEER_MARKERS)
-        print(f"\nwrote {RESULTS} and the bench section of {README}")
+            report.write_block(report.DOC, peer, report.PEER_BLOCK)
+        print(f"\nwrote {RESULTS} and the bench section of {report.DOC}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The release table: the README's support table is generated from it and up to date."""
+"""The release table: docs/maintainers.md's support table is generated from it and up to date."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_every_release_has_a_venv_recipe() -> None:
         assert (ROOT / "envs" / f"{version}.txt").is_file(), version
 
 
-def test_readme_support_table_is_current() -> None:
+def test_support_table_is_current() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "support_table.py"), "--check"],
         capture_output=True, text=True,

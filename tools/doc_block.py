@@ -1,6 +1,8 @@
 """A generated block of a document: the text between ``<!-- NAME:start -->`` and
-``<!-- NAME:end -->``, written by the script that measured or derived it (README.md's
-``releases``, docs/maintainers.md's ``matrix-times``). Nothing else in the file changes."""
+``<!-- NAME:end -->``, the one way every script that measures or derives a figure writes it
+(docs/maintainers.md's ``releases``, ``matrix-times``, ``bench`` and ``bench-peer``;
+docs/training.md's ``acceptance``; docs/regenerate-responses.md's ``regen-figures``; the same
+blocks of bench/RESULTS.md). Nothing else in the file changes."""
 
 from __future__ import annotations
 
@@ -21,7 +23,16 @@ def replaced(text: str, name: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
-def write(path: Path, name: str, body: str) -> None:
-    """Rewrite block ``name`` of the file at ``path``."""
-    text = path.read_text(encoding="utf-8")
-    path.write_text(replaced(text, name, body), encoding="utf-8")
+def write(path: Path, name: str, body: str, heading: str | None = None) -> None:
+    """Rewrite block ``name`` of the file at ``path``. With ``heading``, a file (or a file
+    without the block) gets the block appended under that heading first; without it a missing
+    block is an error naming the file."""
+    text = path.read_text(encoding="utf-8") if path.is_file() or heading is None else ""
+    start, end = markers(name)
+    if heading is not None and start not in text:
+        text = f"{text.rstrip()}\n\n{heading}\n\n{start}\n{end}\n".lstrip("\n")
+    try:
+        new = replaced(text, name, body)
+    except ValueError as error:
+        raise SystemExit(f"{path}: {error}") from None
+    path.write_text(new, encoding="utf-8")

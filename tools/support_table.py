@@ -1,7 +1,8 @@
-"""Write the README's support table from speculators_qwen_compat/releases.py.
+"""Write the one release table (tested releases x fixes, each fix's expected state) from
+speculators_qwen_compat/core/releases.py, the table that also drives ``status`` and the matrix.
 
-``python tools/support_table.py`` rewrites the block between ``<!-- releases:start -->`` and
-``<!-- releases:end -->``; ``--check`` exits 1 when the README is out of date (a test runs it).
+``python tools/support_table.py`` rewrites block ``releases`` of docs/maintainers.md through
+tools/doc_block.py; ``--check`` exits 1 when the page is out of date (a test runs it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from speculators_qwen_compat.core.releases import (  # noqa: E402
     UNTESTABLE_RELEASES,
 )
 
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "maintainers.md"
 
 
 def render() -> str:
@@ -42,14 +43,12 @@ def updated(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = README.read_text(encoding="utf-8")
-    new = updated(text)
     if "--check" in argv:
-        if new != text:
-            print("README.md support table is out of date: run make support-table")
+        if updated(DOC.read_text(encoding="utf-8")) != DOC.read_text(encoding="utf-8"):
+            print(f"{DOC.relative_to(ROOT)}: the release table is out of date: run make support-table")
             return 1
         return 0
-    README.write_text(new, encoding="utf-8")
+    doc_block.write(DOC, "releases", render())
     return 0
 
 

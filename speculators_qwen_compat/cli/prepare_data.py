@@ -64,9 +64,10 @@ speculators_qwen_compat options (besides the release's own, above):
                             (also SPECULATORS_QWEN_COMPAT_DEBUG=1)
 """
 RENDER_HELP = """\
-  --render-endpoint local   render in this process with the target's tokenizer, token-identical
-                            to vLLM's /render for a text model; the default when the flag is
-                            omitted (a URL still sends every render to that vLLM server)
+  --render-endpoint local   render in this process with the target's tokenizer (image parts:
+                            its image processor), token-identical to vLLM's /render; the
+                            default when the flag is omitted (a URL still sends every render
+                            to that vLLM server)
 """
 
 log = logging.getLogger("speculators_qwen_compat")

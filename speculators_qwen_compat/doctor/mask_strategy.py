@@ -60,7 +60,7 @@ class MaskStrategy:
             "render boundary: one row per assistant turn; the context is masked, the turn is",
             "supervised from the end of its generation prompt to the end of the turn; rendered",
             "in-process with the target's tokenizer (--render-endpoint local, our default) or",
-            "by the vLLM server given as --render-endpoint URL (token-identical for a text model)",
+            "by the vLLM server given as --render-endpoint URL (token-identical, images included)",
         ]
 
     def rows(self, conversation: list[dict[str, Any]], tools: Any, max_length: int) -> list[Row]:

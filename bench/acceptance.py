@@ -47,8 +47,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.append(str(ROOT / "tools"))  # doc_block
 
 import acceptance_onpolicy  # noqa: E402
-import doc_block  # noqa: E402
 import cpu_trainer  # noqa: E402
+import doc_block  # noqa: E402
 import vllm_server  # noqa: E402
 from acceptance_run import RELEASE_PYTHON, fail, release_env, run  # noqa: E402
 

@@ -34,7 +34,8 @@ from verifier_text import verifier_states  # noqa: E402
 TEXT_VOCAB = (
     1200  # the tiny tokenizer's byte-level vocabulary; 1200-1209 are <think>, <tool_call>..
 )
-PLACEHOLDERS = ("OK.", "Sure.", "Got it.")  # the boilerplate replies docs/formats.md's data warnings name
+#: the boilerplate replies docs/formats.md's data warnings name
+PLACEHOLDERS = ("OK.", "Sure.", "Got it.")
 SEED = 1  # acceptance_data.py seeds its prompt batches 0, 128, ...: a different draw
 
 

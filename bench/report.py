@@ -15,7 +15,7 @@ from pathlib import Path
 from timing import Sample, median
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "tools"))
-import doc_block  # noqa: E402
+import doc_block
 
 #: The page that shows the speed tables, and their blocks.
 DOC = Path(__file__).resolve().parents[1] / "docs" / "maintainers.md"

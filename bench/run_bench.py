@@ -35,9 +35,8 @@ import time
 from pathlib import Path
 
 import report
-from report import doc_block
 import workloads
-from report import Ratio, Run
+from report import Ratio, Run, doc_block
 from timing import Sample, alternate, paired_ratios
 from workloads import Setup
 

@@ -1,12 +1,13 @@
-"""Every measured figure the README's prose quotes is one a script wrote (issue 30).
+"""Every measured figure the docs' prose quotes is one a script wrote.
 
-The README's generated blocks (``<!-- NAME:start -->`` ... ``<!-- NAME:end -->``:
-bench/run_bench.py, bench/acceptance.py, tools/support_table.py) are written by the scripts that
-measured them. Outside them, the prose may quote a measured figure only as one of those blocks
-holds it: a figure typed by hand goes stale at the next run (the A/B history of each speed cut
-lives in bench/HISTORY.md, written by bench/ab.py, not here). The same holds for
-docs/maintainers.md, whose times of ``make test`` are tools/matrix.py's ``matrix-times`` block;
-the runs timed by hand before it are kept in a section headed as a dated log (LOG).
+The pages (README.md and docs/*.md) hold generated blocks (``<!-- NAME:start -->`` ...
+``<!-- NAME:end -->``: bench/run_bench.py, bench/acceptance.py, bench/regen_figures.py,
+tools/support_table.py, tools/matrix.py, each through tools/doc_block.py), written by the scripts
+that measured them. Outside them, a page's prose may quote a measured figure only as one of its
+blocks holds it: a figure typed by hand goes stale at the next run (the A/B history of each speed
+cut lives in bench/HISTORY.md, written by bench/ab.py, not here). docs/maintainers.md's times of
+``make test`` are tools/matrix.py's ``matrix-times`` block; the runs timed by hand before it are
+kept in a section headed as a dated log (LOG), the one part exempt.
 
 A measured figure: a percentage (``3.60%``), a number with two or more decimals (a ratio:
 ``0.519``; not a version such as vLLM 0.32 or 0.9.0), a multiplier (``3.5x``, ``x0.88``), a
@@ -82,11 +83,37 @@ def unsourced(text: str) -> list[str]:
     return held
 
 
-def test_readme_prose_quotes_only_generated_figures() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(BLOCK.findall(text)) >= 4, "the README lost its generated blocks"
+#: Each page and the generated blocks it must hold (each written by one script).
+PAGES = {
+    "README.md": (),
+    "docs/faults.md": (),
+    "docs/formats.md": (),
+    "docs/training.md": ("acceptance",),
+    "docs/images.md": (),
+    "docs/regenerate-responses.md": ("regen-figures",),
+    "docs/maintainers.md": ("releases", "matrix-times", "bench", "bench-peer"),
+}
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p != "docs/maintainers.md"])
+def test_page_prose_quotes_only_generated_figures(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert {name for name, _ in BLOCK.findall(text)} >= set(PAGES[page]), page
     typed = unsourced(text)
-    assert not typed, f"README figures no generated block holds (line: figure): {typed}"
+    assert not typed, f"{page} figures no generated block holds (line: figure): {typed}"
+
+
+#: Pages not held to the rule, and why.
+EXEMPT = {
+    "docs/upstream.md": "facts about upstream's releases as read at the time, cited by file:line "
+    "(costs upstream's code has, timed once to explain a fix), not figures of ours to re-measure",
+}
+
+
+def test_every_docs_page_is_held_to_the_rule() -> None:
+    """A new page under docs/ is added to PAGES (or, with its reason, to EXEMPT)."""
+    pages = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert pages <= set(PAGES) | set(EXEMPT), sorted(pages - set(PAGES) - set(EXEMPT))
 
 
 def test_maintainers_prose_quotes_only_generated_figures() -> None:
@@ -95,7 +122,7 @@ def test_maintainers_prose_quotes_only_generated_figures() -> None:
     assert found, f"docs/maintainers.md has no section {LOG!r}"
     after = log.find("\n## ")  # the sections after the log are held to the rule again
     text = head + ("\n" * log[:after].count("\n") + log[after:] if after >= 0 else "")
-    assert "<!-- matrix-times:start -->" in text
+    assert {name for name, _ in BLOCK.findall(text)} >= set(PAGES["docs/maintainers.md"])
     typed = unsourced(text)
     assert not typed, f"docs/maintainers.md figures no generated block holds: {typed}"
 
@@ -125,3 +152,18 @@ def test_what_counts_as_a_figure(prose: str, found: list[str]) -> None:
 def test_a_figure_only_a_block_holds_passes() -> None:
     text = "ratio 0.476 and 12%\n<!-- bench:start -->\n| 0.476 | 12.5% |\n<!-- bench:end -->\n"
     assert unsourced(text) == ["1: 12%"]
+
+
+#: A measurement cited by its label in the prose ("ratio 2c").
+CITED = re.compile(r"\bratio (\d+[a-z]?'?)(?![\w.])")
+
+
+def test_every_cited_ratio_is_in_the_bench_table() -> None:
+    """A page citing a bench measurement by its label cites one the last `make bench` wrote."""
+    bench = dict(BLOCK.findall((ROOT / "docs" / "maintainers.md").read_text(encoding="utf-8")))
+    labels = set(re.findall(r"^\| (\d+[a-z]?'?)\. ", bench["bench"], re.MULTILINE))
+    assert {"1a", "2", "5b"} <= labels, labels
+    for page in PAGES:
+        prose = BLOCK.sub("", (ROOT / page).read_text(encoding="utf-8"))
+        cited = set(CITED.findall(prose))
+        assert cited <= labels, f"{page} cites ratios the bench table lacks: {cited - labels}"

@@ -45,7 +45,7 @@ def updated(text: str) -> str:
 def main(argv: list[str]) -> int:
     if "--check" in argv:
         if updated(DOC.read_text(encoding="utf-8")) != DOC.read_text(encoding="utf-8"):
-            print(f"{DOC.relative_to(ROOT)}: the release table is out of date: run make support-table")
+            print(f"{DOC.relative_to(ROOT)}: the release table is out of date: make support-table")
             return 1
         return 0
     doc_block.write(DOC, "releases", render())

@@ -5,9 +5,10 @@ Releases: 0.8+ derive loss masks only from vLLM's ``/v1/chat/completions/render`
 Targets in ``preprocessing``:
 - ``render_conversation(endpoint, messages, *, add_generation_prompt, tools=None, ...)``, bound
   from ``render_client`` (0.8.1 :19, 0.9.0 :18): an endpoint starting with ``local`` renders through
-  data/render.py, token-identical to vLLM 0.32 (image parts: data/media.py); a URL goes to upstream with
-  tool calls in the shape vLLM accepts (string arguments, an id and a type on every call: the
-  data passes through the normaliser unchanged, and vLLM answers 400 to anything else), and
+  data/render.py, token-identical to vLLM 0.32 (image parts: data/media.py); a URL goes to
+  upstream with tool calls in the shape vLLM accepts (string arguments, an id and a type on
+  every call: the data passes through the normaliser unchanged, and vLLM answers 400 to
+  anything else), and
   with data/render_faults.py's retries in place of upstream's: a server fault is retried within
   a budget and then fails the run; only the server's refusal of the conversation is a skip.
 - ``build_speculator_training_dataset(dataset, processor, ..., render_endpoint=...)``: with

@@ -167,3 +167,15 @@ def test_every_cited_ratio_is_in_the_bench_table() -> None:
         prose = BLOCK.sub("", (ROOT / page).read_text(encoding="utf-8"))
         cited = set(CITED.findall(prose))
         assert cited <= labels, f"{page} cites ratios the bench table lacks: {cited - labels}"
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_link_to_a_file_resolves(page: str) -> None:
+    """The README's one-line sections point at pages that exist (and they at each other)."""
+    path = ROOT / page
+    links = [t for t in LINK.findall(path.read_text(encoding="utf-8")) if "://" not in t]
+    missing = [t for t in links if not (path.parent / t).exists()]
+    assert not missing, f"{page} links to files that do not exist: {missing}"

@@ -2,7 +2,7 @@
 
 Nothing here imports speculators_qwen_compat. Expectations come from the rows as written in the
 data file (OpenAI ``role``/``content`` or ShareGPT ``from``/``value`` turns): the strings each
-turn carries, and the documented role names (README, "Data formats"). The output rows are decoded
+turn carries, and the documented role names (docs/formats.md). The output rows are decoded
 back to bytes token by token (byte-level BPE), so every token has an exact byte span, including
 tokens that cover a multi-byte character or straddle an edge.
 
@@ -36,7 +36,7 @@ from typing import Any
 OPEN = b"<|im_start|>"
 CLOSE = b"<|im_end|>"
 ASSISTANT_OPEN = b"<|im_start|>assistant\n"
-#: Role names as written in the data, and the role each stands for (README, "Data formats").
+#: Role names as written in the data, and the role each stands for (docs/formats.md).
 ROLES = {
     **dict.fromkeys(("system", "developer"), "system"),
     **dict.fromkeys(("user", "human"), "user"),
@@ -67,8 +67,8 @@ def _turns(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _role(turn: dict[str, Any], renders: bool) -> str | None:
-    """The role a turn stands for; a role outside the table follows the release (README, "Data
-    formats"): dropped on <= 0.7 (None), an assistant turn on 0.8+."""
+    """The role a turn stands for; a role outside the table follows the release (docs/formats.md):
+    dropped on <= 0.7 (None), an assistant turn on 0.8+."""
     raw = turn.get("from") if turn.get("from") is not None else turn.get("role")
     return ROLES.get(str(raw).strip().lower(), "assistant" if renders else None)
 

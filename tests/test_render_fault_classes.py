@@ -1,4 +1,4 @@
-"""Each way a render endpoint can answer, classified as the README's fault table says: only the
+"""Each way a render endpoint can answer, classified as docs/faults.md's fault table says: only the
 server's refusal of a conversation (a 4xx with a JSON error, e.g. a template error) is a skipped
 row; every other answer is the server's or the network's fault, retried, then fatal.
 
@@ -7,7 +7,7 @@ client). The faults come from tests/programs/render_fault_server.py (a stdlib se
 per a scripted mode: a real vLLM cannot be told to answer 429); what is classified is the
 exception upstream's own render client (``render_client.render_conversation``, undecorated as
 our fix calls it) raises on that answer, so the oracle of "what does upstream raise" is the
-installed release itself, and the oracle of skip-or-fail is the README table:
+installed release itself, and the oracle of skip-or-fail is that table:
 
 - per class, in this process: the upstream exception type, ``is_refusal`` /
   ``is_server_fault`` / ``is_data_problem``, the retry budget, and what data/render_faults.py's
@@ -157,7 +157,7 @@ def test_each_answer_is_classified_as_the_fault_table_says(
 
 # ----------------------------------------------------------------- end to end, two map workers
 
-#: the modes the runs meet, one per class of the README table (the slow and closed-port ones are
+#: the modes the runs meet, one per class of the fault table (the slow and closed-port ones are
 #: the vLLM tier's killed server: tests/test_render_faults.py)
 RUN_MODES = ("500", "502-html", "408", "429", "401", "403", "404", "405", "400-text",
              "200-no-ids", "200-html")  # fmt: skip

@@ -2,7 +2,7 @@
 
 ``status`` says whether the installed release is one of them, the test matrix runs each, a test
 checks that the fixes' shape checks give the states declared here, and tools/support_table.py
-writes the README's support table from it. A release outside the table still gets every fix
+writes docs/maintainers.md's release table from it. A release outside the table still gets every fix
 whose target fits.
 """
 

@@ -8,7 +8,7 @@ some call of the macro fills with ``message.content`` (the Qwen3.5/3.6 templates
 macro. Such a template is "openai": every message's content reaches it as a list of parts (a
 string becomes one text part). Any other template is "string": text parts are joined with
 newlines. transformers passes content through as given, so local rendering shapes it the same
-way to stay token-identical to the server (render.py; README, "vLLM parity").
+way to stay token-identical to the server (render.py; docs/formats.md, "vLLM parity").
 """
 
 from __future__ import annotations

@@ -475,7 +475,7 @@ def _normalize_tool_calls(calls: Any, state: _State | None = None) -> list[Any]:
 
     They are checked, not converted: a call without a name, or ``arguments`` that are not a JSON
     object (invalid JSON, or JSON that is not an object), is a skip reason on every path, where
-    vLLM would render such arguments as ``{}`` silently (README, "vLLM parity").
+    vLLM would render such arguments as ``{}`` silently (docs/formats.md, "vLLM parity").
     """
     given = calls
     if isinstance(calls, str):

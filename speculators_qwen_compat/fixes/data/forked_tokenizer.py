@@ -5,7 +5,7 @@ Target: ``build_eagle3_dataset(dataset, tokenizer|processor, ..., num_proc)`` in
 (0.5.0 :399, 0.6.0.2 :592, 0.7.0.2 :673), so every map job pickles the whole tokenizer (with the
 Qwen3.6 vocabulary of 248,077 tokens, its JSON) and every worker rebuilds it: profiled on 20
 conversations with 2 workers, 2.5 s of CPU per worker in ``Unpickler.load`` and 1.6 s of pickling
-in the parent, most of what the entry point costs above the floor (README, "Speed").
+in the parent, most of what the entry point costs above the floor (docs/maintainers.md).
 While the function runs, that one object is registered with ``multiprocess``'s
 ``ForkingPickler`` (its interface for how objects cross to worker processes, the one
 torch.multiprocessing uses for tensors): under the fork start method the workers hold the parent's

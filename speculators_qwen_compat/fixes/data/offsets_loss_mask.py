@@ -5,7 +5,7 @@ Target: ``_create_loss_mask_from_offsets(text, offsets, assistant_pattern)`` in 
 ``_preprocess_batch`` calls for every row when the template has no ``{% generation %}`` marks
 (Qwen3.5/3.6's have none). Upstream walks the tokens of each match of the pattern and sets
 ``loss_mask[idx] = 1`` on a torch tensor one token at a time: 7% of the entry point's samples on
-2,000 mixed conversations (README, "Speed"). The replacement finds the same matches and marks
+2,000 mixed conversations (docs/maintainers.md). The replacement finds the same matches and marks
 each span's tokens with numpy: from one token before ``bisect_left(starts, span start)`` up to the
 first token starting at or after the span's end, every token whose end is after the span's start
 (upstream's loop and break, on sorted starts). Same torch bool tensor, same values. Rows whose

@@ -7,7 +7,7 @@ to ``max_length``, answers "unsupervised" when the clipped mask sums to 0 and "f
 ``minimum_valid_tokens``, and otherwise appends ``torch.tensor(ids, dtype=torch.long)``, the
 same for the mask, and the clipped length. ``torch.tensor`` reads a Python list one element at
 a time (28 us for a 540-token row here, 8 us through numpy): with two tensors per row this was a
-tenth of a map worker's samples on 0.9.0 ``--render-endpoint local`` (README, "Speed").
+tenth of a map worker's samples on 0.9.0 ``--render-endpoint local`` (docs/maintainers.md).
 The replacement answers the same three ways and appends the same int64 tensors, made by
 ``torch.from_numpy`` over ``numpy.array``; the count that decides is upstream's own ``sum``.
 Anything but two flat lists of Python ints in int64's range (numpy reads strings and floats

@@ -5,7 +5,7 @@ Target: ``save_token_frequency_distribution(dataset, output_path)`` as ``preproc
 prepare_data run, 0.9.0 with ``--no-skip-token-freq`` (docs/upstream.md "Token frequencies").
 Upstream reads every output row back in torch format and calls ``torch.unique`` per row: in the
 parent process, after the map, 40% of the parent's samples profiled over 20,000 short chats on
-0.5.0 (README, "Speed"). The replacement reads ``input_ids`` and ``loss_mask`` as Arrow batches
+0.5.0 (docs/maintainers.md). The replacement reads ``input_ids`` and ``loss_mask`` as Arrow batches
 and counts with numpy, and saves with ``torch.save`` the same dict: the same ids and counts as
 Python ints, in upstream's insertion order (an id enters at the first row whose supervised tokens
 hold it; within a row, ascending, as ``Counter.update`` over each row's ``unique`` gives), so

@@ -8,8 +8,9 @@ makes torchvision 0.28 importable for vLLM's Qwen3.5 model). Two kinds of server
 - ``start(model_dir, port=None, extra_args=(), max_model_len=32768)``: ``vllm launch render``
   (render only, no engine, no weights) with the flags a Qwen3.5/3.6 deployment uses (auto tool
   choice, the qwen3_coder tool parser, the qwen3 reasoning parser). The render endpoint
-  ``POST /v1/chat/completions/render`` is what speculators 0.8+ call to derive loss masks (README,
-  "vLLM parity"). ``--max-model-len`` must exceed the ``--seq-length`` speculators truncates to.
+  ``POST /v1/chat/completions/render`` is what speculators 0.8+ call to derive loss masks
+  (docs/formats.md, "vLLM parity"). ``--max-model-len`` must exceed the ``--seq-length``
+  speculators truncates to.
 - ``serve_generation(model, ...)``: ``vllm serve`` generating chat completions with the
   reasoning and tool-call parsers (tests/test_regenerate_responses.py; the target the acceptance
   bench's on-policy arm asks for its own replies).
@@ -258,6 +259,14 @@ def serve_generation(
         "--structured-outputs-config", json.dumps({"enable_in_reasoning": True}),
         *extra_args,
     ]  # fmt: skip
+    return _server(args, None, True, SERVE_TIMEOUT)
+
+
+def serve(args: list[str] | tuple[str, ...]) -> VllmServer:
+    """``vllm ARGS`` as given (e.g. the README's ``vllm serve ...`` with its CPU additions,
+    tests/pipeline/readme_path.py) on 127.0.0.1 at a free port, with torchvision for vLLM's
+    Qwen3.5/3.6 models; a leading ``vllm`` is the vLLM venv's."""
+    args = list(args[1:] if args and args[0] == "vllm" else args)
     return _server(args, None, True, SERVE_TIMEOUT)
 
 

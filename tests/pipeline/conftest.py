@@ -1,10 +1,12 @@
 """The pipeline tier's shared stages, one target model at a time (``make test-pipeline``).
 
 For each model kind (tests/pipeline/models.py) the session fixture ``stage`` builds the
-checkpoint, runs our prepare_data on the tool-call/reasoning data and, for a composite checkpoint,
-conversations about generated PNGs (on the vision venv, through its AutoProcessor), starts one
-real vLLM with hidden-state extraction (reading the images: ``--allowed-local-media-path``) and
-runs upstream's ``speculators generate-offline-data --validate-outputs`` against it.
+checkpoint and runs the README's own steps on it (tests/pipeline/readme_path.py: the README's
+commands with the tier's model, data, sizes and server swapped in): ``prepare`` on the
+tool-call/reasoning data and, for a composite checkpoint, conversations about generated PNGs (on
+the vision venv, through its AutoProcessor); ``serve-target``, one real vLLM with hidden-state
+extraction (reading the images: ``--allowed-local-media-path``, as the README says for image
+data); ``generate``, upstream's ``speculators generate-offline-data --validate-outputs``.
 Every test of that kind reuses the server (offline generation, online training, doctor); it is
 stopped before the next kind's starts. Runs in the 0.9.0 release venv
 (tools/release_python.sh 0.9.0 ... -m pytest tests/pipeline).
@@ -25,8 +27,9 @@ import pytest
 import vllm_server
 from vllm_server import VllmServer
 
+from . import readme_path
 from .data import IMAGES, conversations, image_conversations, write_jsonl
-from .models import COMPOSITE, HYBRID, KINDS, NUM_LAYERS, build_target
+from .models import COMPOSITE, KINDS, NUM_LAYERS, build_target
 
 #: What the server extracts: speculators' default EAGLE-3 layers for 8 layers, and the last.
 AUX_LAYERS = [2, NUM_LAYERS // 2, NUM_LAYERS - 3]
@@ -52,10 +55,53 @@ def run(
     )  # fmt: skip
 
 
+#: The README's sizes, as the tier runs them (readme_path's table).
+SIZES = {
+    "--seq-length": str(SEQ_LENGTH), "--total-seq-len": str(SEQ_LENGTH),
+    "--max-model-len": "512", "--num-preprocessing-workers": "1", "--concurrency": "2",
+    "--max-tokens": "64",
+}  # fmt: skip
+
+
+def swap_for(model: Path, work: Path, data: Path, url: str = readme_path.USER_URL):
+    """The tier's values for the README's (tests/pipeline/readme_path.py)."""
+    return readme_path.Swap(
+        model=model, work=work, url=url, storage=work / "vllm-out", aux_layers=AUX_LAYERS,
+        layers=LAYER_IDS, sizes=SIZES, paths={"chats.jsonl": data},
+    )  # fmt: skip
+
+
+#: Runs a console script found on the PATH tools/release_python.sh sets (its venv's bin first).
+EXEC = "import os, sys; os.execvp(sys.argv[1], sys.argv[1:])"
+
+
+def execute(
+    tokens: list[str], cwd: Path, python: tuple[str, ...] = (), timeout: float = 600, **extra: str
+) -> subprocess.CompletedProcess:
+    """One README command as its user's shell runs it, from ``cwd``: ``python`` is this venv's
+    and a console script the one on PATH (tools/release_python.sh puts this checkout's venv and
+    the release's scripts there); with ``python`` (prepare_python's vision venv), both are that
+    venv's."""
+    program, *args = tokens
+    if program == "python":
+        head = list(python or (sys.executable,))
+    elif python:
+        head = [*python, "-c", EXEC, program]
+    else:
+        found = shutil.which(program)
+        assert found, f"{program} is not on PATH"
+        head = [found]
+    return subprocess.run(
+        [*head, *args], capture_output=True, text=True, env=env(**extra), timeout=timeout,
+        cwd=cwd,
+    )  # fmt: skip
+
+
 def prepare_python(kind: str) -> tuple[str, ...]:
-    """The Python prepare_data runs in: for a composite checkpoint, this checkout's vision venv
-    (torch 2.14.1 + torchvision), where the release loads the checkpoint's AutoProcessor
-    (Qwen3VLProcessor) as users' venvs do; else this venv."""
+    """The Python prepare_data (and doctor on the same data) runs in: for a composite checkpoint,
+    this checkout's vision venv (torch 2.14.1 + torchvision, Pillow), where the release loads the
+    checkpoint's AutoProcessor (Qwen3VLProcessor) and reads the images, as the README's install
+    step asks of users' venvs; else this venv."""
     if kind not in COMPOSITE:
         return ()
     from importlib.metadata import version
@@ -78,6 +124,7 @@ class Stage:
     work: Path
     generation: subprocess.CompletedProcess
     images: int  # conversations about images among the data's
+    data: Path  # the README's chats.jsonl
 
 
 _running: list[VllmServer] = []
@@ -100,27 +147,22 @@ def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         assert wrote.returncode == 0, wrote.stderr[-3000:]
         images = image_conversations(work / "images")
     data = write_jsonl(work / "conversations.jsonl", rows + images)
-    prepared = work / "prepared"
-    result = run(
-        "-m", "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
-        "--output", str(prepared), "--seq-length", str(SEQ_LENGTH),
-        "--num-preprocessing-workers", "1", python=prepare_python(kind),
-    )  # fmt: skip
+    swap = swap_for(model, work, data)
+    (prepare,) = readme_path.command("prepare", swap)
+    result = execute(prepare, work, python=prepare_python(kind))
     assert result.returncode == 0, result.stderr[-3000:]
+    prepared = work / "prepared"  # the README's --output
     online = work / "online"
     shutil.copytree(prepared, online)
-    server = vllm_server.serve_hidden_states(
-        model, LAYER_IDS, work / "vllm-out", hybrid=kind in HYBRID,
-        extra_args=("--allowed-local-media-path", str(work)),
-    )  # fmt: skip
+    (serve,) = readme_path.command("serve-target", swap)
+    # the README's note for image data: the folder holding the images
+    serve = [*readme_path.with_cpu(serve), "--allowed-local-media-path", str(work)]
+    server = vllm_server.serve(serve)
     _running.append(server)
     try:
-        generation = run(
-            "-m", "speculators", "generate-offline-data", "--endpoint", server.endpoint,
-            "--preprocessed-data", str(prepared), "--concurrency", "2",
-            "--validate-outputs", "--fail-on-error",
-        )  # fmt: skip
-        yield Stage(kind, model, prepared, online, server, work, generation, len(images))
+        (generate,) = readme_path.command("generate", swap_for(model, work, data, server.url))
+        generation = execute(generate, work)
+        yield Stage(kind, model, prepared, online, server, work, generation, len(images), data)
     finally:
         server.stop()
         _running.remove(server)

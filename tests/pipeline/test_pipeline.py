@@ -18,6 +18,7 @@ import pytest
 import tiny_checkpoints as tiny
 from conftest import program
 
+from . import readme_path
 from .conftest import (
     AUX_LAYERS,
     LAYER_IDS,
@@ -25,7 +26,9 @@ from .conftest import (
     SEQ_LENGTH,
     Stage,
     cpu_training_env,
+    execute,
     run,
+    swap_for,
 )
 from .models import MOE
 
@@ -76,27 +79,28 @@ def text_state_files(stage: Stage) -> list[Path]:
     return sorted(text, key=lambda p: (-len(ids[p]), p.name))
 
 
-def train(stage: Stage, drafter: str, online: bool, name: str | None = None, **flags: str):
+def saved(stage: Stage, drafter: str, online: bool) -> Path:
+    """Where the README's train command saves (its --save-path under the stage's folder)."""
+    return stage.work / "out" / (f"{drafter}-online" if online else drafter)
+
+
+def train(stage: Stage, drafter: str, online: bool, name: str | None = None):
+    """The README's train step (``train-eagle3``, ``train-dflash``; online: ``train-online``
+    with the drafter under test), with the tier's values and one CPU step (readme_path)."""
+    step = "train-online" if online else f"train-{drafter}"
+    swap = swap_for(stage.model, stage.work, stage.data, stage.server.url)
+    (args,) = readme_path.command(step, swap)
+    args = readme_path.with_cpu(args)
+    args[args.index("--speculator-type") + 1] = drafter
     # a fresh save path per run: a path holding a checkpoint makes upstream resume from it
-    mode = "online" if online else "offline"
-    save = stage.work / f"ckpt-{drafter}-{mode}" if name is None else stage.work / "ckpt-renamed"
-    args = [
-        "-m", "speculators_qwen_compat.train",
-        "--verifier-name-or-path", name or str(stage.model),
-        "--data-path", str(stage.online if online else stage.prepared),
-        "--save-path", str(save), "--speculator-type", drafter,
-        "--num-layers", "1", "--epochs", "1", "--max-steps", "1",
-        "--total-seq-len", str(SEQ_LENGTH), "--num-workers", "0",
-        "--target-layer-ids", *map(str, AUX_LAYERS), "--mask-token-id", str(MASK_TOKEN_ID),
-        "--loss-implementation", "eager", "--draft-attn-impl", "sdpa",
-        "--logger", "", "--log-dir", str(stage.work / "logs"),
-    ]  # fmt: skip
-    if online:
-        args += ["--on-missing", "generate", "--vllm-endpoint", stage.server.endpoint]
+    save = saved(stage, drafter, online) if name is None else stage.work / "ckpt-renamed"
+    args[args.index("--save-path") + 1] = str(save)
+    if online:  # the online rows are a copy without hidden states
+        args[args.index("--data-path") + 1] = str(stage.online)
         args += ["--generation-validation-retries", "0", "--max-retries", "0"]
-    for flag, value in flags.items():
-        args += [f"--{flag.replace('_', '-')}", value]
-    return run(*args, **cpu_training_env()), save
+    if name is not None:
+        args[args.index("--verifier-name-or-path") + 1] = name
+    return execute(args, stage.work, **cpu_training_env()), save
 
 
 def test_prepare_data_keeps_tool_calls_reasoning_and_images(stage: Stage) -> None:
@@ -179,7 +183,7 @@ def test_verifier_norm_gives_the_final_hidden_state(stage: Stage) -> None:
 
     states = text_state_files(stage)[0]
     pairs = [
-        (stage.work / f"ckpt-{d}-offline" / "0", stage.work / f"normed-{d}.safetensors")
+        (saved(stage, d, online=False) / "0", stage.work / f"normed-{d}.safetensors")
         for d in DRAFTERS
     ]
     check = run(

@@ -1,0 +1,144 @@
+"""The README's path to a drafter runs as written (tests/pipeline/readme_path.py swaps in the
+tier's tiny Qwen3.6-class checkpoint, data, sizes and server, and adds what CPU needs).
+
+The stage (conftest.py) already runs the README's ``prepare``, ``serve-target`` and ``generate``
+steps for every target, and test_pipeline.py's training runs the ``train-eagle3``,
+``train-dflash`` and ``train-online`` blocks; this module runs the others on the dense
+Qwen3.6-class target: ``install`` (into a fresh venv), ``status``, ``doctor``, ``regenerate``
+(against the stage's server), ``doctor-endpoint``, and ``serve-drafter`` + ``acceptance`` (a
+second vLLM serving the target with the EAGLE-3 drafter the README's command trained, read
+through vLLM's own counters).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import vllm_server
+
+from . import readme_path
+from .conftest import LAYER_IDS, Stage, execute, prepare_python, swap_for
+from .test_pipeline import saved, train
+
+ONE_KIND = pytest.mark.parametrize("stage", ["qwen3_5"], indirect=True)
+#: Which test runs each README step (the stage and test_pipeline.py run the rest).
+RUN_BY = {
+    "install": "test_install",
+    "status": "test_status",
+    "doctor": "test_doctor",
+    "regenerate": "test_regenerate",
+    "prepare": "conftest.stage",
+    "serve-target": "conftest.stage",
+    "generate": "conftest.stage",
+    "doctor-endpoint": "test_doctor_endpoint",
+    "train-eagle3": "test_pipeline.test_offline_training_step",
+    "train-dflash": "test_pipeline.test_offline_training_step",
+    "train-online": "test_pipeline.test_online_training_step",
+    "serve-drafter": "test_serve_the_drafter",
+    "acceptance": "test_serve_the_drafter",
+}
+
+
+def swap(stage: Stage):
+    return swap_for(stage.model, stage.work, stage.data, stage.server.url)
+
+
+def test_every_step_of_the_readme_is_run() -> None:
+    """The README's marked blocks are the steps this tier runs, in the README's order."""
+    assert list(readme_path.steps()) == list(readme_path.STEPS) == list(RUN_BY)
+    head = readme_path.README.read_text(encoding="utf-8").splitlines()[:120]
+    assert any("<!-- path: serve-drafter -->" in line for line in head), "the path left screen 1"
+
+
+def test_install(tmp_path: Path) -> None:
+    """``pip install`` of this checkout into a fresh venv (pip builds the wheel), then the
+    console script the README names, from that venv."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    (install,) = readme_path.command("install", readme_path.Swap(Path("-"), tmp_path))
+    assert install[0] == "pip", install
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "--disable-pip-version-check", "-q", *install[1:]],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (status,) = readme_path.command("status", readme_path.Swap(Path("-"), tmp_path))
+    ran = subprocess.run(
+        [str(venv / "bin" / status[0]), *status[1:]], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.startswith("speculators not installed"), ran.stdout  # a venv without it
+
+
+@ONE_KIND
+def test_status(stage: Stage) -> None:
+    (status,) = readme_path.command("status", swap(stage))
+    ran = execute(status, stage.work)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    from importlib.metadata import version
+
+    assert ran.stdout.startswith(f"speculators {version('speculators')} (tested)"), ran.stdout
+    for fix in ("verifier_norm", "mask_token", "local_render", "conversations"):
+        assert re.search(rf"^\s+{fix}\s+applied\b", ran.stdout, re.MULTILINE), ran.stdout
+
+
+@ONE_KIND
+def test_doctor(stage: Stage) -> None:
+    """On the stage's data, images included: in the venv prepare_data ran in (Pillow and
+    torchvision, README step 1)."""
+    (doctor,) = readme_path.command("doctor", swap(stage))
+    ran = execute(doctor, stage.work, python=prepare_python(stage.kind))
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "render boundary: one row per assistant turn" in ran.stdout, ran.stdout
+    assert "[[" in ran.stdout, ran.stdout  # one conversation with its trainable text
+
+
+@ONE_KIND
+def test_regenerate(stage: Stage) -> None:
+    """The README's command against the stage's server: every conversation of chats.jsonl is
+    counted in the summary line (a random model's replies rarely finish: how many regenerate
+    is not the point here; tests/test_regenerate_responses.py judges the replies)."""
+    (regenerate,) = readme_path.command("regenerate", swap(stage))
+    ran = execute(regenerate, stage.work, python=prepare_python(stage.kind), timeout=900)
+    out = ran.stdout + ran.stderr
+    line = next((x for x in out.splitlines() if re.match(r"regenerated \d+ of \d+ ", x)), "")
+    assert ran.returncode == 0, out[-3000:]
+    assert line.startswith(f"regenerated {line.split()[1]} of 8 conversations"), out[-3000:]
+
+
+@ONE_KIND
+def test_doctor_endpoint(stage: Stage) -> None:
+    (doctor,) = readme_path.command("doctor-endpoint", swap(stage))
+    ran = execute(doctor, stage.work)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "served model: matches" in ran.stdout, ran.stdout
+    assert f"layers: match: the server extracts {len(LAYER_IDS)} layers" in ran.stdout
+
+
+@ONE_KIND
+def test_serve_the_drafter(stage: Stage) -> None:
+    """vLLM serves the target with the drafter the README's EAGLE-3 command saved, as saved;
+    a completion goes through speculation and the README's grep finds the counters."""
+    if not (saved(stage, "eagle3", online=False) / "0").is_dir():  # run out of order
+        result, _ = train(stage, "eagle3", online=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+    (serve,) = readme_path.command("serve-drafter", swap(stage))
+    with vllm_server.serve(readme_path.with_cpu(serve)) as server:
+        served = swap_for(stage.model, stage.work, stage.data, server.url)
+        complete, metrics = readme_path.command("acceptance", served)
+        done = execute(complete, stage.work)
+        assert done.returncode == 0 and '"choices"' in done.stdout, done.stdout + done.stderr
+        fetch, grep = readme_path.pipeline(metrics)
+        page = execute(fetch, stage.work)
+        found = subprocess.run(grep, input=page.stdout, capture_output=True, text=True)
+    counters = dict(line.rsplit(" ", 1) for line in found.stdout.splitlines())
+    names = {re.sub(r"\{.*\}", "", name) for name in counters}
+    wanted = ("drafts", "draft_tokens", "accepted_tokens")
+    assert names == {f"vllm:spec_decode_num_{what}_total" for what in wanted}, found.stdout
+    drafted = sum(float(v) for k, v in counters.items() if "num_draft_tokens" in k)
+    accepted = sum(float(v) for k, v in counters.items() if "num_accepted_tokens" in k)
+    assert drafted > 0 and 0 <= accepted <= drafted, counters

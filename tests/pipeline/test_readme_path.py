@@ -5,13 +5,15 @@ The stage (conftest.py) already runs the README's ``prepare``, ``serve-target`` 
 steps for every target, and test_pipeline.py's training runs the ``train-eagle3``,
 ``train-dflash`` and ``train-online`` blocks; this module runs the others on the dense
 Qwen3.6-class target: ``install`` (into a fresh venv), ``status``, ``doctor``, ``regenerate``
-(against the stage's server), ``doctor-endpoint``, and ``serve-drafter`` + ``acceptance`` (a
-second vLLM serving the target with the EAGLE-3 drafter the README's command trained, read
-through vLLM's own counters).
+(a generating vLLM started by the README's own line, then the command), ``doctor-endpoint``,
+and ``serve-drafter`` + ``acceptance`` (a vLLM serving the target with the EAGLE-3 drafter the
+README's command trained, read through vLLM's own counters). Each extra server runs beside
+the stage's for the length of its test.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -64,12 +66,15 @@ def test_install(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(venv / "bin" / "pip"), "--disable-pip-version-check", "-q", *install[1:]],
         capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     (status,) = readme_path.command("status", readme_path.Swap(Path("-"), tmp_path))
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the fresh venv alone
     ran = subprocess.run(
-        [str(venv / "bin" / status[0]), *status[1:]], capture_output=True, text=True, timeout=300
-    )
+        [str(venv / "bin" / status[0]), *status[1:]], capture_output=True, text=True, timeout=300,
+        env=clean,
+    )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert ran.stdout.startswith("speculators not installed"), ran.stdout  # a venv without it
 
@@ -98,16 +103,23 @@ def test_doctor(stage: Stage) -> None:
 
 
 @ONE_KIND
-def test_regenerate(stage: Stage) -> None:
-    """The README's command against the stage's server: every conversation of chats.jsonl is
-    counted in the summary line (a random model's replies rarely finish: how many regenerate
-    is not the point here; tests/test_regenerate_responses.py judges the replies)."""
-    (regenerate,) = readme_path.command("regenerate", swap(stage))
-    ran = execute(regenerate, stage.work, python=prepare_python(stage.kind), timeout=900)
+def test_regenerate(stage: Stage, tmp_path: Path) -> None:
+    """The README's server (a second vLLM, generating) and command: every conversation of
+    chats.jsonl is counted in the summary line, and none fails for the server's setup (a random
+    model's replies rarely finish: how many regenerate is not the point here;
+    tests/test_regenerate_responses.py judges the replies)."""
+    serve, regenerate = readme_path.command("regenerate", swap(stage))
+    with vllm_server.serve(readme_path.with_cpu(serve)) as server:
+        served = swap_for(stage.model, tmp_path, stage.data, server.url)
+        _, regenerate = readme_path.command("regenerate", served)
+        ran = execute(regenerate, tmp_path, python=prepare_python(stage.kind), timeout=900)
     out = ran.stdout + ran.stderr
     line = next((x for x in out.splitlines() if re.match(r"regenerated \d+ of \d+ ", x)), "")
     assert ran.returncode == 0, out[-3000:]
-    assert line.startswith(f"regenerated {line.split()[1]} of 8 conversations"), out[-3000:]
+    total = 8 + stage.images
+    assert line.startswith(f"regenerated {line.split()[1]} of {total} conversations"), line
+    assert "tool-call-parser" not in line and "tool choice" not in line, line
+    assert (tmp_path / "replies.jsonl").is_file(), out[-3000:]
 
 
 @ONE_KIND

@@ -18,7 +18,7 @@ Substitutions (``Swap``: the user's -> the tier's):
 | ``/tmp/hidden-states`` (vLLM's scratch) | the stage's folder | |
 | layer ids ``2 32 61`` / ``[2, 32, 61, 64]`` | ``AUX_LAYERS`` / ``LAYER_IDS`` | 8 layers, not 64 |
 | ``--seq-length``, ``--total-seq-len`` 4096 | ``SEQ_LENGTH`` | the tiny model's window |
-| ``--max-model-len`` 8192 | 512 | |
+| ``--max-model-len`` 8192 or 32768 | 512 | |
 | ``--num-preprocessing-workers`` 8, ``--concurrency`` 32 | 1, 2 | 2 cores |
 | ``--max-tokens`` 16384 | 64 | a random model never stops thinking |
 

@@ -117,7 +117,8 @@ def test_corpus_covers_the_image_shapes() -> None:
         # fits 64 tokens, the expanded image does not: vLLM keeps the image and cuts the text
         for name in ("tool_image/full", "developer_image/full", "system_developer_image/full"):
             assert golden[name]["ids"].count(image_corpus.IMAGE_PAD) > 1, name
-        assert len(golden["boundary/truncate_right_64"]["ids"]) == 64
+        if kind == "dense":  # its 54 pads fit; the MoE kind's 70 do not (a refusal)
+            assert len(golden["boundary/truncate_right_64"]["ids"]) == 64
         # a capped server counts fewer pads, under either form of the cap
         for cap in image_corpus.CAPS:
             capped = golden[f"capped/{cap}/large"]["ids"].count(image_corpus.IMAGE_PAD)

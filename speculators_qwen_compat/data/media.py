@@ -203,6 +203,7 @@ def _header_size(path: str, size: int, mtime_ns: int) -> tuple[int, int]:
             orientation = 1
             with contextlib.suppress(Exception):  # as vLLM: a broken EXIF block is ignored
                 orientation = int(image.getexif().get(_ORIENTATION) or 1)
+        with image_module.open(path) as image:  # afresh: PNG's verify must come first
             checked(image)
     except MediaNotRendered:
         raise

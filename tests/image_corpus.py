@@ -118,7 +118,9 @@ def write_faults(folder: Path) -> None:
     body = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     (folder / "huge.png").write_bytes(
@@ -218,11 +220,22 @@ def _conversations(media: Path) -> dict[str, list[dict[str, Any]]]:
             # an image in a tool result (the template wraps it in <tool_response>)
             "tool_image": [
                 user(_text("Take a photo.")),
-                {"role": "assistant", "content": "", "tool_calls": [{
-                    "id": "call_1", "type": "function",
-                    "function": {"name": "camera", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "call_1",
-                 "content": [img("wide"), _text("photo taken")]},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "camera", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {
+                    "role": "tool",
+                    "tool_call_id": "call_1",
+                    "content": [img("wide"), _text("photo taken")],
+                },
                 assistant("It is wide."),
             ],
             # developer turns: vLLM makes them system and merges them with the system turns

@@ -1,4 +1,5 @@
-"""The forms people hold images in, as the normaliser hands them to every path (data/media_forms.py).
+"""The forms people hold images in, as the normaliser hands them to every path
+(data/media_forms.py).
 
 The expected parts are written here by hand from the formats' documentation (Qwen3.6 model card
 and qwen-vl-utils, LLaVA, LLaMA-Factory's ``images``/``videos`` with ``<image>``/``<video>``) and
@@ -126,7 +127,9 @@ def test_placeholder_in_an_assistant_reply_stays_text() -> None:
 def test_bare_image_parts_take_the_column_in_order() -> None:
     row = _chat([{"type": "image"}, TEXT, {"type": "image"}], images=["a.jpg", "b.jpg"])
     assert _user(row) == [
-        {"type": "image", "path": "a.jpg"}, TEXT, {"type": "image", "path": "b.jpg"}
+        {"type": "image", "path": "a.jpg"},
+        TEXT,
+        {"type": "image", "path": "b.jpg"},
     ]
 
 
@@ -143,7 +146,8 @@ def test_for_vllm_sends_what_upstreams_adapter_sends() -> None:
         # vLLM 0.32's answers (tests/golden/vllm-0.32.0/images-dense.json) and Pillow's errors
         ("[Errno 2] No such file or directory: '/w/x/build<path>'", media_faults.MISSING_FILE),
         ("[Errno 21] Is a directory: '/tmp/m/folder.png'", media_faults.FOLDER),
-        ("Failed to load image: cannot identify image file <_io.BytesIO object>", media_faults.UNREADABLE),
+        ("Failed to load image: cannot identify image file <_io.BytesIO object>",
+         media_faults.UNREADABLE),
         ("cannot identify image file '/tmp/m/not_image.png'", media_faults.UNREADABLE),
         ("Failed to load image: image file is truncated", media_faults.UNREADABLE),
         ("Image size (200000000 pixels) exceeds limit of 178956970 pixels, could be decompression "

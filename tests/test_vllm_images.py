@@ -308,14 +308,18 @@ def _form_rows(media: Path) -> list[dict[str, Any]]:
         return {**row, "messages": turns}
 
     def qwen(name: str) -> list[dict[str, Any]]:
-        return [{"type": "image", "image": str(media / f"{name}.png")}, {"type": "text", "text": "?"}]
+        return [
+            {"type": "image", "image": str(media / f"{name}.png")},
+            {"type": "text", "text": "?"},
+        ]
 
     return [
         chat(qwen("square"), "Qwen path."),
         chat([{"type": "image", "image": (media / "wide.png").as_uri()}], "Qwen file URL."),
         chat([{"type": "image_url", "image_url": (media / "photo.png").as_uri()}], "Plain url."),
         {"image": "media/tall.png", "conversations": [
-            {"from": "human", "value": "<image>\nWhat is it?"}, {"from": "gpt", "value": "LLaVA."}]},
+            {"from": "human", "value": "<image>\nWhat is it?"},
+            {"from": "gpt", "value": "LLaVA."}]},
         chat("<image> and <image>?", "Factory.",
              images=[str(media / "square.png"), str(media / "wide.png")]),
         chat("<image><image>?", "Mismatch.", images=[str(media / "square.png")]),
@@ -474,6 +478,8 @@ def test_capped_server_agrees_with_the_flag_and_doctor_names_it(
     refused = runs["refused"]
     assert refused.returncode != 0
     last = refused.stderr.strip().splitlines()[-1]
-    assert last.startswith("speculators_qwen_compat: error: ") and "--trust-request-mm-kwargs" in last
+    assert (
+        last.startswith("speculators_qwen_compat: error: ") and "--trust-request-mm-kwargs" in last
+    )
     assert "through the server and locally" in agreed.stdout, agreed.stdout
     assert json.loads(suggested)["max_pixels"] <= image_corpus.CAPS["max_pixels"]["max_pixels"]

@@ -5,7 +5,8 @@ omitted ``--render-endpoint`` means ``local``: render in-process, no vLLM server
 argparse flags of the git-only ``scripts/prepare_data.py`` of <= 0.7 (release_script.py).
 Adds ``--conversations-key NAME``, the flat-data mapping (``--prompt-column``,
 ``--response-column``, ``--system-column``), ``--unknown-roles``, ``--mm-processor-kwargs``
-(0.8+: a capped vLLM server's pixel limits, docs/images.md), ``--strict-data`` and ``--debug``. Writes what upstream writes plus ``compat_report.json``, and ends with
+(0.8+: a capped vLLM server's pixel limits, docs/images.md), ``--strict-data`` and ``--debug``.
+Writes what upstream writes plus ``compat_report.json``, and ends with
 ``wrote N rows to OUT; skipped N of M conversations: ...``. ``OUT`` appears only when the
 run succeeded: upstream writes beside it and the folder is renamed at the end
 (staged_output.py). A fatal problem ends with one line ``speculators_qwen_compat: error: ...``

@@ -140,9 +140,7 @@ def expand(
     return out[start:stop]
 
 
-def image_tokens(
-    image_processor: Any, url: str, kwargs: Mapping[str, Any] | None = None
-) -> int:
+def image_tokens(image_processor: Any, url: str, kwargs: Mapping[str, Any] | None = None) -> int:
     """The number of ``<|image_pad|>`` tokens vLLM gives the image at ``url``."""
     height, width = image_size(local_path(url))
     return count_for_size(image_processor, height, width, kwargs)
@@ -250,7 +248,7 @@ def choose_processor_kwargs(text: str | None) -> None:
     if not isinstance(value, dict):
         raise CompatError(
             f"--mm-processor-kwargs {text}: give a JSON object, e.g. "
-            '\'{"max_pixels": 1003520}\' (as the vLLM server was started with)'
+            "'{\"max_pixels\": 1003520}' (as the vLLM server was started with)"
         )
     os.environ[MM_KWARGS_ENV] = json.dumps(value, sort_keys=True)
 

@@ -16,7 +16,8 @@ Forms read here (``docs/images.md``):
   ``videos`` (lists): the i-th ``<image>`` (``<video>``) placeholder in the text of the
   non-assistant turns, in order, becomes a part naming the i-th file, the text around it text
   parts; a bare ``{"type": "image"}`` part (TRL's form beside an ``images`` column) is a
-  placeholder too. A count of placeholders that differs from the files given is a skip with both counts.
+  placeholder too. A count of placeholders that differs from the files given is a skip with
+  both counts.
 - a literal ``<image>``/``<video>`` in a user, system or tool turn of a row that names no such
   files is a skip too ("the images of this row are missing"): a drafter trained on it learns a
   placeholder the verifier never sees. In assistant turns the text is the reply's own and stays.
@@ -92,7 +93,9 @@ def _entries(value: Any, column: str) -> list[str]:
             try:
                 value = json.loads(text)
             except ValueError:
-                raise MediaFormError(f"{column!r} column is not a path or a list of paths") from None
+                raise MediaFormError(
+                    f"{column!r} column is not a path or a list of paths"
+                ) from None
         else:
             value = [value] if text else []
     if isinstance(value, Mapping):

@@ -21,9 +21,9 @@ Here (``render``, called with upstream's undecorated function):
   were done: fixes/data/run_report.py). A server back within the budget loses no conversation.
 - images (vLLM 0.32): a 500 about one request's images (a missing file, a folder, a placeholder
   cut by truncation) is that conversation's refusal, a skip, counted under the reason local
-  rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load local files without
-  `--allowed-local-media-path`" fails the run at once with one line naming the flag (upstream
-  retries it 14 s per render and skips every image conversation, exit 0).
+  rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load
+  local files without `--allowed-local-media-path`" fails the run at once with one line naming
+  the flag (upstream retries it 14 s per render and skips every image conversation, exit 0).
 """
 
 from __future__ import annotations

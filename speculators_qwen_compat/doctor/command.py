@@ -24,10 +24,10 @@ from typing import Any, TextIO
 from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
-from speculators_qwen_compat.data.quality import LABELS
-from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.data.media import choose_processor_kwargs
+from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor import media_endpoint
+from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
 from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, detect_strategy
 from speculators_qwen_compat.doctor.media_report import ReleaseProcessor
@@ -132,7 +132,9 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
                 pads = media_endpoint.check(
                     args.endpoint, *result.media_samples[0], loaded.get()[0]
                 )
-                print(f"image rendering through {media_endpoint.render_url(args.endpoint)}:", file=out)
+                print(
+                    f"image rendering through {media_endpoint.render_url(args.endpoint)}:", file=out
+                )
                 media_endpoint.print_check(pads, out)
                 pads_problem = media_endpoint.verdict(pads)
     if args.endpoint:

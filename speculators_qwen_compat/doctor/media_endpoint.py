@@ -54,7 +54,9 @@ def server_ids(endpoint: str, messages: list[dict[str, Any]], timeout: float = 1
         return list(json.load(reply)["token_ids"])
 
 
-def check(endpoint: str, source: str, conversation: list[dict[str, Any]], processor: Any) -> PadCheck:
+def check(
+    endpoint: str, source: str, conversation: list[dict[str, Any]], processor: Any
+) -> PadCheck:
     """The server's and local rendering's pads for one image conversation (upstream's form)."""
     out = PadCheck(source)
     messages = media_forms.for_vllm(conversation)

@@ -149,8 +149,10 @@ def _oracle_ids(processor: Any, row: dict[str, Any]) -> list[int]:
         parts = []
         for part in content:
             spec = part.get("image_url")
-            url = part.get("url") or part.get("image") or (
-                spec.get("url") if isinstance(spec, dict) else spec
+            url = (
+                part.get("url")
+                or part.get("image")
+                or (spec.get("url") if isinstance(spec, dict) else spec)
             )
             if part["type"] != "text":
                 part = {"type": "image", "path": part.get("path") or url.removeprefix("file://")}

@@ -26,9 +26,8 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
-from speculators_qwen_compat.data import media
+from speculators_qwen_compat.data import media, render_faults
 from speculators_qwen_compat.data import render as local_renderer
-from speculators_qwen_compat.data import render_faults
 
 LOCAL = "local"
 RENDER_CLIENT = "speculators.data_generation.render_client"

@@ -26,7 +26,7 @@ MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
 
 .PHONY: help test test-quick test-pipeline demo lint wheel install install-vision venvs vocab matrix \
 	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu \
-	base-vision vllm specforge
+	base-vision vllm specforge bench-images
 
 help:
 	@echo "make demo       - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
@@ -128,6 +128,11 @@ bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 bench-acceptance: install release-0.8.1 release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm" $(VENVS)/tools/bin/python \
 		bench/acceptance.py
+
+# The image slice alone (ratio 2c and the per-image cost): docs/images.md's image-bench block.
+bench-images: install install-vision release-0.9.0 vllm vocab
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm vllm-torchvision vocab" \
+		$(VENVS)/tools/bin/python bench/run_bench.py --only images
 
 clean:
 	rm -rf build demo-output demo-output.log

@@ -29,6 +29,7 @@ that ran next to each other (the order reversed every other round):
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -39,6 +40,9 @@ import workloads
 from report import Ratio, Run, doc_block
 from timing import Sample, alternate, paired_ratios
 from workloads import Setup
+
+sys.path.insert(0, str(workloads.ROOT / "tools"))
+import doc_block
 
 OLD, NEW = "0.5.0", "0.9.0"
 ROOT = workloads.ROOT
@@ -156,7 +160,50 @@ def measure_images(setup: Setup, args: argparse.Namespace, logs: Path) -> Sample
         setup, NEW, "entry-0.9-img-local", "entry-0.9-img-http"
     )
     print(f"  {label}: {SAME_ROWS[label]}", flush=True)
+    IMAGE_COST.update(workloads.image_cost(setup))
+    print(f"  per image at 6000x4000: {IMAGE_COST}", flush=True)
     return samples
+
+
+#: bench/image_cost.py's figures (the image slice's per-image cost), filled by measure_images
+IMAGE_COST: dict[str, dict[str, float]] = {}
+IMAGES_PAGE = workloads.ROOT / "docs" / "images.md"
+
+
+def image_block(samples: Samples, args: argparse.Namespace) -> str:
+    """docs/images.md's ``image-bench`` block: the image slice's local / vLLM ratio (2c) and
+    the per-image cost of learning an image's size at a large size."""
+    wall = paired_ratios(samples, "entry-0.9-img-local", "entry-0.9-img-http")
+    cpu = paired_ratios(samples, "entry-0.9-img-local", "entry-0.9-img-http", "cpu")
+    label = "local vs vLLM rendering, images"
+    cost = IMAGE_COST
+    lines = [
+        f"Written by `make bench` (`bench/run_bench.py --only images`), {NEW}, "
+        f"{args.image_slice:,} image conversations (bench/make_images.py), "
+        f"{args.workers} workers, {args.rounds} round(s):",
+        "",
+        "| measure | value | goal |",
+        "|---|---|---|",
+        f"| local / vLLM render server, wall (ratio 2c) | {_median(wall)} | <= 0.5 |",
+        f"| local / vLLM render server, CPU | {_median(cpu)} | |",
+        f"| rows compared | {SAME_ROWS.get(label, 'not compared')} | identical |",
+    ]
+    names = {
+        "header": "size from the header only (Pillow `open`, EXIF)",
+        "ours": "local rendering per new file (header + JPEG checked at 1/8 scale)",
+        "decode": "full decode, EXIF applied (vLLM; local rendering before)",
+    }
+    for method, text in names.items():
+        if method in cost:
+            lines.append(
+                f"| 6000x4000 JPEG, {text} | {cost[method]['ms']:.2f} ms, peak RSS "
+                f"{cost[method]['peak_mb']:.0f} MB | |"
+            )
+    return "\n".join(lines)
+
+
+def _median(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f}" if values else "not run"
 
 
 def measure_floor(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
@@ -406,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     peer = report.peer_table(runs, BAD_ROWS, args.peer_good_rows)
     print("\n" + body + ("\n\n" + peer if peer else ""))
+    if not args.no_write and "images" in (args.only.split(",") if args.only else ["images"]):
+        doc_block.write(IMAGES_PAGE, "image-bench", image_block(samples, args))
+        print(f"\nwrote the image-bench block of {IMAGES_PAGE}")
     if not args.no_write and args.only:  # a partial run: only the peer's own sections
         if peer:
             for target in (report.DOC, RESULTS):

@@ -256,6 +256,14 @@ def make_images(setup: Setup, count: int, vocab: Path) -> None:
     subprocess.run([*argv, str(setup.seed)], env=environment(), check=True)
 
 
+def image_cost(setup: Setup) -> dict[str, dict[str, float]]:
+    """``bench/image_cost.py`` in the vision base: per-image cost of a 6000x4000 JPEG."""
+    folder = setup.work / "image-cost"
+    argv = [*setup.python("0.9.0"), "vision", str(BENCH / "image_cost.py"), str(folder)]
+    done = subprocess.run(argv, env=environment(), check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @contextmanager
 def image_render_server(setup: Setup) -> Iterator[str]:
     """The real vLLM render server on the composite model, reading the slice's images

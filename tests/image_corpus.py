@@ -62,6 +62,15 @@ IMAGES = {
     "with space": (96, 64),
 }
 MISSING = "missing"  # a file that is not there
+MISSING_REASON = "[Errno 2] No such file or directory: '<path>'"  # counted on both paths
+#: files vLLM cannot use (data/media_faults.py): name -> how it is written (``write_faults``)
+FAULTS = ("folder", "not_image", "truncated", "huge")
+HUGE = (20_000, 10_000)  # 200 M pixels: above vLLM's 178,956,970 limit, below Pillow's 2x bomb
+#: a server's pixel caps as vLLM takes them per request (its --mm-processor-kwargs values)
+CAPS = {
+    "max_pixels": {"max_pixels": 65_536},
+    "size": {"size": {"longest_edge": 65_536, "shortest_edge": 4_096}},
+}
 WORDS = "加拿大\n新加坡\n俱乐部\n众所周知"  # each word alone on its line: one pre-token
 SERVER_START = 900.0  # seconds a composite model's render server may take to start
 IMAGE_PAD = 248056  # <|image_pad|> in the real vocabulary (transformers' default image_token_id)
@@ -88,11 +97,35 @@ def png(path: Path, width: int, height: int) -> Path:
 
 
 def write_images(folder: Path) -> Path:
-    """Every image of ``IMAGES`` as ``folder/<name>.png``."""
+    """Every image of ``IMAGES`` as ``folder/<name>.png``, and the ``FAULTS`` files."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, (width, height) in IMAGES.items():
         png(folder / f"{name}.png", width, height)
+    write_faults(folder)
     return folder
+
+
+def write_faults(folder: Path) -> None:
+    """``folder.png`` a folder; ``not_image.png`` text; ``truncated.png`` the first half of a
+    PNG; ``huge.png`` a whole black PNG of ``HUGE`` pixels (about 200 KB, streamed)."""
+    (folder / "folder.png").mkdir(exist_ok=True)
+    (folder / "not_image.png").write_text("not an image\n")
+    whole = png(folder / "truncated.png", 300, 200).read_bytes()
+    (folder / "truncated.png").write_bytes(whole[: len(whole) // 2])
+    width, height = HUGE
+    packer = zlib.compressobj(9)
+    row = b"\x00" * (1 + width * 3)
+    body = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    (folder / "huge.png").write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
+    )
 
 
 def model_folder(dest: Path, kind: str, vocab: Path) -> Path:
@@ -184,8 +217,49 @@ def _conversations(media: Path) -> dict[str, list[dict[str, Any]]]:
                 user(_text("Hi")),
                 assistant("Hello."),
             ],
+            # an image in a tool result (the template wraps it in <tool_response>)
+            "tool_image": [
+                user(_text("Take a photo.")),
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "camera", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {
+                    "role": "tool",
+                    "tool_call_id": "call_1",
+                    "content": [img("wide"), _text("photo taken")],
+                },
+                assistant("It is wide."),
+            ],
+            # developer turns: vLLM makes them system and merges them with the system turns
+            "developer_image": [
+                {"role": "developer", "content": "Be brief."},
+                user(img("square"), _text("What?")),
+                assistant("A square."),
+            ],
+            "system_developer_image": [
+                {"role": "system", "content": "You describe images."},
+                {"role": "developer", "content": "Be brief."},
+                user(img("square"), _text("What?")),
+                assistant("A square."),
+            ],
+            "developer_holds_image": [
+                {"role": "system", "content": "You describe images."},
+                {"role": "developer", "content": [img("square"), _text("Be brief.")]},
+                user(_text("What?")),
+                assistant("A square."),
+            ],
         }
     )
+    for name in FAULTS:  # files vLLM cannot use: counted skips on both paths
+        out[f"fault/{name}"] = [user(img(name), _text("Describe.")), assistant("Nothing.")]
     return out
 
 
@@ -202,6 +276,14 @@ def cases(media: Path) -> dict[str, dict[str, Any]]:
         out[f"later_turns/truncate_right_{n}"] = {
             **later, "truncate_prompt_tokens": n, "truncation_side": "right",
         }  # fmt: skip
+    # the boundary: the text (one placeholder per image) fits in 64 tokens, the expanded image
+    # does not
+    out["boundary/truncate_right_64"] = {
+        **out["one/photo/full"], "truncate_prompt_tokens": 64, "truncation_side": "right",
+    }  # fmt: skip
+    for cap, kwargs in CAPS.items():  # a capped server, per request
+        for name in ("large", "photo"):
+            out[f"capped/{cap}/{name}"] = {**out[f"one/{name}/full"], "mm_processor_kwargs": kwargs}
     return out
 
 
@@ -219,13 +301,17 @@ def server_answers(media: Path, render: Any) -> dict[str, Any]:
 
 
 #: vLLM names a missing file with its path partly masked, how much depending on where the file
-#: lies (``'<path>'`` under /tmp, ``'/work/x/build<path>'`` deeper): golden entries keep the kind.
+#: lies (``'<path>'`` under /tmp, ``'/work/x/build<path>'`` deeper), and other files by their
+#: path or an object's address: golden entries keep the kind, not where the test ran.
 _MISSING = re.compile(r"(No such file or directory: )'[^']*'")
+_PATH = re.compile(r"'/[^']*'")
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
 def _path_masked(answer: dict[str, Any]) -> dict[str, Any]:
     if isinstance(answer.get("message"), str):
-        answer["message"] = _MISSING.sub(r"\1'<path>'", answer["message"])
+        message = _MISSING.sub(r"\1'<path>'", answer["message"])
+        answer["message"] = _ADDRESS.sub(" at 0x<address>", _PATH.sub("'<path>'", message))
     return answer
 
 
@@ -233,12 +319,19 @@ def load_golden(kind: str, version: str) -> dict[str, Any]:
     return parity_corpus.load_golden(golden_name(kind), version)
 
 
-def start_server(model: Path, media: Path | None) -> Any:
+#: the corpus server takes per-request mm_processor_kwargs (the ``capped/`` cases); vLLM 0.32
+#: refuses them (400) without this flag
+TRUST_KWARGS = "--trust-request-mm-kwargs"
+
+
+def start_server(model: Path, media: Path | None, *flags: str) -> Any:
     """The render server for a composite checkpoint (vLLM's qwen3_5 model needs torchvision),
-    reading local images under ``media`` (None: without --allowed-local-media-path)."""
+    reading local images under ``media`` (None: without --allowed-local-media-path), started
+    with ``flags`` (default: ``TRUST_KWARGS``)."""
     import vllm_server
 
     extra = ("--allowed-local-media-path", str(media)) if media is not None else ()
+    extra += flags or (TRUST_KWARGS,)
     # a composite model's start-up warms the processor up on a largest image: 10-20 s idle,
     # minutes with every core busy
     return vllm_server.start(model, extra_args=extra, torchvision=True, timeout=SERVER_START)

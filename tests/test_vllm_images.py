@@ -113,6 +113,16 @@ def test_corpus_covers_the_image_shapes() -> None:
         assert golden["one/sliver/full"]["status"] == 400
         assert "ids" in golden["later_turns/truncate_right_2048"]
         assert "status" in golden["later_turns/truncate_right_60"]
+        # the edges: an image in a tool result and beside a developer turn render; the text
+        # fits 64 tokens, the expanded image does not: vLLM keeps the image and cuts the text
+        for name in ("tool_image/full", "developer_image/full", "system_developer_image/full"):
+            assert golden[name]["ids"].count(image_corpus.IMAGE_PAD) > 1, name
+        if kind == "dense":  # its 54 pads fit; the MoE kind's 70 do not (a refusal)
+            assert len(golden["boundary/truncate_right_64"]["ids"]) == 64
+        # a capped server counts fewer pads, under either form of the cap
+        for cap in image_corpus.CAPS:
+            capped = golden[f"capped/{cap}/large"]["ids"].count(image_corpus.IMAGE_PAD)
+            assert capped < counts["one/large/full"], cap
 
 
 @pytest.mark.skipif(not RENDERS, reason="local rendering is 0.8+'s (0.5-0.7 apply templates)")
@@ -140,6 +150,16 @@ def test_local_image_rendering_matches_golden_server_ids(
     assert _mismatches(local, golden) == []
     # a missing file is counted under the server's own reason
     assert local["missing_file/full"]["message"].endswith("No such file or directory: '<path>'")
+    # every image the server refused is counted locally under the reason the server's refusal
+    # is counted under (data/media_faults.py: one rule for both paths)
+    from speculators_qwen_compat.data.media_faults import reason
+
+    refused = {n: reason(a["message"]) for n, a in golden.items() if "status" in a}
+    media = {n: r for n, r in refused.items() if r is not None}
+    assert {n for n in media if n.startswith("fault/")} == {
+        f"fault/{f}/{end}" for f in image_corpus.FAULTS for end in ("full", "prompt")
+    }
+    assert {n: local[n]["message"] for n in media} == media
 
 
 @pytest.mark.vision
@@ -155,7 +175,7 @@ def test_no_pillow_fails_with_one_line_naming_the_fixes(
     processor = processor_of("dense")
     cases = image_corpus.cases(media_dir)
     monkeypatch.setitem(sys.modules, "PIL", None)  # `import PIL` raises ImportError
-    media._decoded_size.cache_clear()
+    media._header_size.cache_clear()
     with pytest.raises(CompatError) as raised:
         render_ids(processor, **cases["one/wide/full"])
     assert str(raised.value) == media.NO_IMAGES
@@ -279,6 +299,59 @@ def _arrow_rows(folder: Path) -> list[dict[str, Any]]:
     return [dict(row) for row in load_from_disk(str(folder)).with_format(None)]
 
 
+def _form_rows(media: Path) -> list[dict[str, Any]]:
+    """The forms people hold images in (docs/images.md), the edges, and the files vLLM cannot
+    use; each reply distinct."""
+
+    def chat(content: Any, reply: str, **row: Any) -> dict[str, Any]:
+        turns = [{"role": "user", "content": content}, {"role": "assistant", "content": reply}]
+        return {**row, "messages": turns}
+
+    def qwen(name: str) -> list[dict[str, Any]]:
+        return [
+            {"type": "image", "image": str(media / f"{name}.png")},
+            {"type": "text", "text": "?"},
+        ]
+
+    return [
+        chat(qwen("square"), "Qwen path."),
+        chat([{"type": "image", "image": (media / "wide.png").as_uri()}], "Qwen file URL."),
+        chat([{"type": "image_url", "image_url": (media / "photo.png").as_uri()}], "Plain url."),
+        {"image": "media/tall.png", "conversations": [
+            {"from": "human", "value": "<image>\nWhat is it?"},
+            {"from": "gpt", "value": "LLaVA."}]},
+        chat("<image> and <image>?", "Factory.",
+             images=[str(media / "square.png"), str(media / "wide.png")]),
+        chat("<image><image>?", "Mismatch.", images=[str(media / "square.png")]),
+        chat("<image> what?", "No column."),
+        chat([{"type": "image", "image": "data:image/png;base64,iVBORw0KGgo="}], "Inline."),
+        *(chat(qwen(name), f"Fault {name}.") for name in image_corpus.FAULTS),
+        {"messages": [
+            {"role": "user", "content": "Take a photo."},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+             "function": {"name": "camera", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1",
+             "content": [{"type": "image", "path": str(media / "wide.png")}]},
+            {"role": "assistant", "content": "Tool image."}]},
+        {"messages": [
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": qwen("square")},
+            {"role": "assistant", "content": "Developer."}]},
+    ]  # fmt: skip
+
+
+#: the skips ``_form_rows`` must give on every path, by reason (data/media_forms.py,
+#: data/media_faults.py); the missing file of ``_image_rows`` adds one more
+FORM_SKIPS = {
+    "2 <image> placeholders in the text but 1 files in the 'images' column": 1,
+    "<image> placeholder in the text but no 'images' or 'image' column names its file": 1,
+    "inline (base64) media in content; give file paths or URLs": 1,
+    "[Errno 21] Is a directory: the image path names a folder": 1,
+    "Failed to load image: not an image file Pillow can decode (or truncated)": 2,
+    "image has more pixels than vLLM's limit (VLLM_MAX_IMAGE_PIXELS, 178956970)": 1,
+}
+
+
 @pytest.mark.vllm
 @pytest.mark.parametrize("release", RENDER_RELEASES)
 def test_image_rows_identical_locally_and_through_the_server(
@@ -287,7 +360,7 @@ def test_image_rows_identical_locally_and_through_the_server(
     media, models = corpus
     (tmp_path / "media").symlink_to(media)
     data = tmp_path / "images.jsonl"
-    rows = _image_rows(media)
+    rows = _image_rows(media) + _form_rows(media)
     data.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     server = servers("dense")
     local = _prepare(release, models["dense"], tmp_path / "local", data, tmp_path)
@@ -300,6 +373,7 @@ def test_image_rows_identical_locally_and_through_the_server(
     local_rows, http_rows = _arrow_rows(tmp_path / "local"), _arrow_rows(tmp_path / "http")
     assert local_rows == http_rows
     assert "messages" in local_rows[0]  # upstream keeps them for the multimodal processor
+    assert not any("<image>" in json.dumps(row["messages"]) for row in local_rows)
     golden = image_corpus.load_golden("dense", vllm_server.VLLM_VERSION)
     count = {
         name: golden[f"one/{name}/full"]["ids"].count(image_corpus.IMAGE_PAD)
@@ -307,11 +381,15 @@ def test_image_rows_identical_locally_and_through_the_server(
     }
     pads = [row["input_ids"].count(image_corpus.IMAGE_PAD) for row in local_rows]
     first_turn = count["wide"] + count["photo"]
-    assert sorted(pads) == sorted([count["square"], first_turn, first_turn + count["tall"], 0])
+    expected = [count["square"], first_turn, first_turn + count["tall"], 0]  # _image_rows
+    expected += [count["square"], count["wide"], count["photo"], count["tall"]]  # the forms
+    expected += [count["square"] + count["wide"], 0, count["wide"], count["square"]]
+    assert sorted(pads) == sorted(expected)
     local_report = json.loads((tmp_path / "local" / "compat_report.json").read_text())
     http_report = json.loads((tmp_path / "http" / "compat_report.json").read_text())
     assert local_report["skipped"] == http_report["skipped"]
-    assert sum(local_report["skipped"].values()) == 1  # the missing file, on both paths
+    want = {**FORM_SKIPS, image_corpus.MISSING_REASON: 1}
+    assert local_report["skipped"] == want
 
 
 @pytest.mark.vllm
@@ -334,3 +412,73 @@ def test_server_without_local_media_fails_the_run_naming_the_flag(
     assert "start vLLM with --allowed-local-media-path DIR" in last  # the fix, not only the body
     assert took < 150  # fails at once: not after the 180 s retry budget
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def _doctor(model: Path, data: Path, cwd: Path, *extra: str) -> Any:
+    command = [
+        str(ROOT / "tools" / "release_python.sh"), "0.9.0", "vision", "-m",
+        "speculators_qwen_compat", "doctor", "--model", str(model), "--data", str(data), *extra,
+    ]  # fmt: skip
+    return subprocess.run(
+        command, capture_output=True, text=True, env=subprocess_env(), cwd=cwd, timeout=600
+    )
+
+
+@pytest.mark.vllm
+def test_capped_server_agrees_with_the_flag_and_doctor_names_it(
+    corpus: Any, tmp_path: Path
+) -> None:
+    """A server started with --mm-processor-kwargs (max_pixels): prepare_data through it and
+    locally with the same --mm-processor-kwargs give identical rows, with the capped server's
+    pads (golden); without the flag local rows differ; the flag sent to a server that does not
+    trust per-request kwargs fails the run with one line; doctor --endpoint names the cap."""
+    media, models = corpus
+    cap = json.dumps(image_corpus.CAPS["max_pixels"])
+    data = tmp_path / "images.jsonl"
+    rows = [
+        {"messages": [{"role": "user", "content": [
+            {"type": "image", "image": str(media / f"{name}.png")},
+            {"type": "text", "text": "What is it?"}]},
+            {"role": "assistant", "content": f"A {name} one."}]}
+        for name in ("large", "photo")
+    ]  # fmt: skip
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    model = models["dense"]
+    with image_corpus.start_server(model, media, "--mm-processor-kwargs", cap) as server:
+        url = ("--render-endpoint", server.url)
+        runs = {
+            "http": _prepare("0.9.0", model, tmp_path / "http", data, tmp_path, *url),
+            "capped": _prepare(
+                "0.9.0", model, tmp_path / "capped", data, tmp_path, "--mm-processor-kwargs", cap
+            ),
+            "plain": _prepare("0.9.0", model, tmp_path / "plain", data, tmp_path),
+            "refused": _prepare(
+                "0.9.0", model, tmp_path / "refused", data, tmp_path, *url,
+                "--mm-processor-kwargs", cap,
+            ),
+        }  # fmt: skip
+        doctor = _doctor(model, data, tmp_path, "--endpoint", server.url)
+        found = [line for line in doctor.stdout.splitlines() if "image pads" in line]
+        assert found and "MISMATCH" in found[0], doctor.stdout + doctor.stderr[-2000:]
+        suggested = found[0].split("--mm-processor-kwargs '")[1].split("'")[0]
+        agreed = _doctor(
+            model, data, tmp_path, "--endpoint", server.url, "--mm-processor-kwargs", suggested
+        )
+    for name in ("http", "capped", "plain"):
+        assert runs[name].returncode == 0, (name, runs[name].stderr[-3000:])
+    http, capped = _arrow_rows(tmp_path / "http"), _arrow_rows(tmp_path / "capped")
+    assert http == capped
+    golden = image_corpus.load_golden("dense", vllm_server.VLLM_VERSION)
+    want = golden["capped/max_pixels/large"]["ids"].count(image_corpus.IMAGE_PAD)
+    assert max(row["input_ids"].count(image_corpus.IMAGE_PAD) for row in http) == want
+    plain = _arrow_rows(tmp_path / "plain")
+    uncapped = golden["one/large/full"]["ids"].count(image_corpus.IMAGE_PAD)
+    assert max(row["input_ids"].count(image_corpus.IMAGE_PAD) for row in plain) == uncapped
+    refused = runs["refused"]
+    assert refused.returncode != 0
+    last = refused.stderr.strip().splitlines()[-1]
+    assert (
+        last.startswith("speculators_qwen_compat: error: ") and "--trust-request-mm-kwargs" in last
+    )
+    assert "through the server and locally" in agreed.stdout, agreed.stdout
+    assert json.loads(suggested)["max_pixels"] <= image_corpus.CAPS["max_pixels"]["max_pixels"]

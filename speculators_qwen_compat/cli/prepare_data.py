@@ -4,8 +4,9 @@ Takes the release's own flags: the typer command ``speculators prepare-data`` of
 omitted ``--render-endpoint`` means ``local``: render in-process, no vLLM server), or the
 argparse flags of the git-only ``scripts/prepare_data.py`` of <= 0.7 (release_script.py).
 Adds ``--conversations-key NAME``, the flat-data mapping (``--prompt-column``,
-``--response-column``, ``--system-column``), ``--unknown-roles``, ``--strict-data`` and
-``--debug``. Writes what upstream writes plus ``compat_report.json``, and ends with
+``--response-column``, ``--system-column``), ``--unknown-roles``, ``--mm-processor-kwargs``
+(0.8+: a capped vLLM server's pixel limits, docs/images.md), ``--strict-data`` and ``--debug``.
+Writes what upstream writes plus ``compat_report.json``, and ends with
 ``wrote N rows to OUT; skipped N of M conversations: ...``. ``OUT`` appears only when the
 run succeeded: upstream writes beside it and the folder is renamed at the end
 (staged_output.py). A fatal problem ends with one line ``speculators_qwen_compat: error: ...``
@@ -39,7 +40,9 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
+from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
+from speculators_qwen_compat.data import media
 from speculators_qwen_compat.data.ledger import REPORT_NAME
 from speculators_qwen_compat.data.quality import STRICT_ENV
 
@@ -58,6 +61,10 @@ speculators_qwen_compat options (besides the release's own, above):
   --unknown-roles MODE      roles outside the table: 'release' (default: what the installed
                             speculators does: dropped <= 0.7, assistant 0.8+), 'assistant',
                             'drop', or 'skip' (skip the conversation, counted)
+  --mm-processor-kwargs J   the vLLM server's --mm-processor-kwargs (JSON, e.g.
+                            '{"max_pixels": 1003520}' or '{"size": {"longest_edge": N}}'):
+                            images are counted with it locally and it is sent with every
+                            render request (0.8+; docs/images.md)
   --strict-data             data-quality warnings (placeholder or boilerplate replies,
                             prompt-only rows, exact duplicates) are fatal
   --debug                   show the traceback of a fatal error
@@ -89,6 +96,7 @@ def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--system-column", default=None)
     parser.add_argument("--unknown-roles", default=None)
     parser.add_argument("--strict-data", action="store_true")
+    parser.add_argument("--mm-processor-kwargs", default=None)
     parser.add_argument("--debug", action="store_true")
     return parser.parse_known_args(args)
 
@@ -97,6 +105,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     log_to_stderr(PACKAGE_LOGGER)  # our lines; upstream's 0.8+ command configures its own
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     apply_data_flags(ours)
+    media.choose_processor_kwargs(ours.mm_processor_kwargs)
     if ours.strict_data:
         os.environ[STRICT_ENV] = "1"
     activate()
@@ -117,6 +126,12 @@ def _prepare_reported(rest: list[str], report: Report) -> int:
     if typer_command:
         code, staged = _run_typer_command(rest, wants_help, report)
     else:
+        if os.environ.get(media.MM_KWARGS_ENV) and not wants_help:
+            raise CompatError(
+                "--mm-processor-kwargs applies to speculators 0.8+ (rendering through vLLM's "
+                "request handling); on this release the target's processor counts images with "
+                "its preprocessor_config.json: put the server's max_pixels there"
+            )
         from speculators_qwen_compat.cli import release_script
 
         log_to_stderr(UPSTREAM_LOGGER)  # the git-only script we stand in for showed its lines

@@ -6,7 +6,8 @@ Upstream's ``_adapt_part_for_vllm`` turns ``{"type": "image", "path"|"url"}`` in
 ``<|image_pad|>`` per image; vLLM then replaces it with the processor's token count
 (README "Images"; checked against a real server by tests/test_vllm_images.py):
 
-- each image is read with Pillow, its EXIF orientation applied, and counted by the
+- each image's size is read from its header with Pillow (no decode), its EXIF orientation
+  applied, the file checked as cheaply as its format allows (``checked``), and counted by the
   checkpoint's own image processor: ``get_number_of_image_patches(height, width)`` (transformers'
   smart_resize with the checkpoint's patch size, merge size and pixel limits from
   preprocessor_config.json) divided by ``merge_size**2``;
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,19 +40,23 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.data import vllm_tokenizer
+from speculators_qwen_compat.data import media_faults, vllm_tokenizer
 
 #: Content part types that carry media, as upstream's ``_adapt_part_for_vllm`` writes them.
 IMAGE = "image_url"
 OTHER_MEDIA = ("video_url", "audio_url", "input_audio", "video", "audio")
 #: vLLM's message for a file that is not there (its 500 answer; counted as a skip on both paths).
-MISSING_FILE = "[Errno 2] No such file or directory: '<path>'"
+MISSING_FILE = media_faults.MISSING_FILE
 #: The one line of a run that meets images where this venv cannot read them.
 NO_IMAGES = (
     "image parts need Pillow and the checkpoint's image processor to render locally: install "
     "them (pip install pillow torchvision) or render through a vLLM server with "
     "--render-endpoint URL"
 )
+#: ``--mm-processor-kwargs`` (JSON), exported for the map workers: vLLM's per-request
+#: ``mm_processor_kwargs`` (``max_pixels``, ``min_pixels``, ``size``), applied to local counting
+#: and sent with every render request to a server (fixes/data/local_render.py).
+MM_KWARGS_ENV = "SPECULATORS_QWEN_COMPAT_MM_PROCESSOR_KWARGS"
 #: vLLM's own limit on an image's pixels (``VLLM_MAX_IMAGE_PIXELS``, default 178,956,970).
 VLLM_MAX_IMAGE_PIXELS = 178_956_970
 
@@ -95,9 +102,11 @@ def expand(
     urls: list[str],
     truncate_prompt_tokens: int | None = None,
     truncation_side: str | None = None,
+    mm_processor_kwargs: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """``ids`` (the template's text tokenized, untruncated) with each image placeholder
-    expanded to its count, then truncated as vLLM truncates a multimodal prompt."""
+    expanded to its count (under ``mm_processor_kwargs``, default ``--mm-processor-kwargs``),
+    then truncated as vLLM truncates a multimodal prompt."""
     image_processor = getattr(processor, "image_processor", None)
     token_id = getattr(processor, "image_token_id", None)
     if image_processor is None or not isinstance(token_id, int):
@@ -107,7 +116,8 @@ def expand(
             raise MediaUnavailable(NO_IMAGES)  # a vision model whose processor this venv lacks
         raise MediaNotRendered("the target has no image processor (a text-only checkpoint)")
     pillow()  # the same fix for every row: fail before the first image is read
-    counts = [image_tokens(image_processor, url) for url in urls]
+    kwargs = processor_kwargs() if mm_processor_kwargs is None else mm_processor_kwargs
+    counts = [image_tokens(image_processor, url, kwargs) for url in urls]
     out: list[int] = []
     spans: list[tuple[int, int]] = []
     pending = iter(counts)
@@ -118,68 +128,129 @@ def expand(
             continue
         spans.append((len(out), len(out) + count))
         out.extend([token_id] * count)
-    if len(spans) != len(counts):
-        raise MediaNotRendered(
-            f"{len(counts)} images but {len(spans)} image placeholders in the rendered prompt"
-        )
+    if len(spans) != len(counts):  # a placeholder gone (vLLM: "Failed to apply prompt
+        raise MediaNotRendered(media_faults.NOT_WHOLE)  # replacement"; data/media_faults.py)
     if truncate_prompt_tokens is None or not 0 <= truncate_prompt_tokens < len(out):
         return out
     start = len(out) - truncate_prompt_tokens if truncation_side == "left" else 0
     stop = start + truncate_prompt_tokens
     for begin, end in spans:
         if begin < start or end > stop:
-            raise MediaNotRendered(
-                f"truncate_prompt_tokens={truncate_prompt_tokens} would split or drop an image "
-                "item: raise --seq-length or shorten the conversation"
-            )
+            raise MediaNotRendered(media_faults.NOT_WHOLE)
     return out[start:stop]
 
 
-def image_tokens(image_processor: Any, url: str) -> int:
+def image_tokens(image_processor: Any, url: str, kwargs: Mapping[str, Any] | None = None) -> int:
     """The number of ``<|image_pad|>`` tokens vLLM gives the image at ``url``."""
     height, width = image_size(local_path(url))
+    return count_for_size(image_processor, height, width, kwargs)
+
+
+def count_for_size(
+    image_processor: Any, height: int, width: int, kwargs: Mapping[str, Any] | None = None
+) -> int:
+    """Pads for an image of this size under ``kwargs`` (vLLM's ``mm_processor_kwargs``)."""
     try:
-        patches = image_processor.get_number_of_image_patches(height, width, {})
-    except ValueError as exc:  # e.g. "absolute aspect ratio must be smaller than 200"
-        raise MediaNotRendered(str(exc)) from None
+        patches = image_processor.get_number_of_image_patches(height, width, pixel_limits(kwargs))
+    except ValueError:  # e.g. "absolute aspect ratio must be smaller than 200"
+        raise MediaNotRendered(media_faults.REFUSED) from None
     return int(patches) // int(image_processor.merge_size) ** 2
 
 
+def pixel_limits(kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``kwargs`` as ``get_number_of_image_patches`` reads them: it takes ``min_pixels`` and
+    ``max_pixels`` but ignores ``size`` (transformers 5.19 ``Qwen2VLImageProcessor``), which the
+    processor itself reads as ``shortest_edge`` = min and ``longest_edge`` = max pixels."""
+    out = dict(kwargs or {})
+    size = out.pop("size", None)
+    if isinstance(size, Mapping):
+        if size.get("shortest_edge") is not None:
+            out.setdefault("min_pixels", size["shortest_edge"])
+        if size.get("longest_edge") is not None:
+            out.setdefault("max_pixels", size["longest_edge"])
+    return out
+
+
 def image_size(path: Path) -> tuple[int, int]:
-    """(height, width) of the image file as vLLM loads it: decoded whole, EXIF orientation
-    applied; remembered per file (path, size, modification time) in this process, since every
-    render of a conversation's prefixes asks again."""
+    """(height, width) of the image file as vLLM sees it, EXIF orientation applied;
+    remembered per file (path, size, modification time) in this process, since every render of
+    a conversation's prefixes asks again. A file vLLM would refuse raises ``MediaNotRendered``
+    with the reason data/media_faults.py gives both paths."""
     try:
         stat = path.stat()
-    except FileNotFoundError:
-        raise MediaNotRendered(MISSING_FILE) from None
     except OSError as exc:
-        raise MediaNotRendered(f"Failed to load image: {exc}") from None
-    return _decoded_size(str(path), stat.st_size, stat.st_mtime_ns)
+        raise MediaNotRendered(media_faults.reason(str(exc)) or media_faults.UNREADABLE) from None
+    return _header_size(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+#: Orientations (EXIF tag 0x0112) that swap width and height: transposed and rotated by 90/270.
+_SWAPPED = frozenset({5, 6, 7, 8})
+_ORIENTATION = 0x0112
 
 
 @functools.lru_cache(maxsize=4096)
-def _decoded_size(path: str, size: int, mtime_ns: int) -> tuple[int, int]:
-    image_module, image_ops = pillow()
+def _header_size(path: str, size: int, mtime_ns: int) -> tuple[int, int]:
+    """The size from the file's header (no pixels decoded), then a check that vLLM can decode
+    it, as cheap as the format allows (``checked``)."""
+    image_module, _ = pillow()
     try:
         with image_module.open(path) as image:
             width, height = image.size
             if width * height > VLLM_MAX_IMAGE_PIXELS:
-                raise MediaNotRendered(
-                    f"Image dimensions {width}x{height} ({width * height} pixels) exceed the "
-                    f"maximum of {VLLM_MAX_IMAGE_PIXELS} pixels"
-                )
+                raise MediaNotRendered(media_faults.TOO_LARGE)
+            orientation = 1
             with contextlib.suppress(Exception):  # as vLLM: a broken EXIF block is ignored
-                image = image_ops.exif_transpose(image)
-            image.load()
-            width, height = image.size
-    except FileNotFoundError:
-        raise MediaNotRendered(MISSING_FILE) from None
-    except (OSError, ValueError, image_module.DecompressionBombError) as exc:
-        if isinstance(exc, MediaNotRendered):
-            raise
-        raise MediaNotRendered(f"Failed to load image: {exc}") from None
-    return height, width
+                orientation = int(image.getexif().get(_ORIENTATION) or 1)
+        with image_module.open(path) as image:  # afresh: PNG's verify must come first
+            checked(image)
+    except MediaNotRendered:
+        raise
+    except Exception as exc:  # OSError, SyntaxError (broken PNG), DecompressionBombError, ...
+        raise MediaNotRendered(media_faults.reason(str(exc)) or media_faults.UNREADABLE) from None
+    return (width, height) if orientation in _SWAPPED else (height, width)
+
+
+def checked(image: Any) -> None:
+    """Raise what decoding raises for a file vLLM cannot load, decoding as little as the format
+    allows: a JPEG at 1/8 scale (its DCT reads every block of the file: a truncated or damaged
+    file fails as in a full decode, for about 1/64 of the memory), a PNG by its chunks' checksums
+    (``verify``: no pixels), other formats in full (docs/images.md "Cost")."""
+    if image.format == "JPEG":
+        width, height = image.size
+        image.draft("RGB", (max(1, width // 8), max(1, height // 8)))
+        image.load()
+    elif image.format == "PNG":
+        image.verify()
+    else:
+        image.load()
+
+
+def processor_kwargs() -> dict[str, Any]:
+    """``--mm-processor-kwargs`` as this run was given it (``{}`` when not)."""
+    return _parsed_kwargs(os.environ.get(MM_KWARGS_ENV, ""))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_kwargs(text: str) -> dict[str, Any]:
+    return json.loads(text) if text else {}
+
+
+def choose_processor_kwargs(text: str | None) -> None:
+    """``--mm-processor-kwargs JSON``: checked (a JSON object) and exported for the map
+    workers; anything else is the run's one-line error."""
+    if text is None:
+        os.environ.pop(MM_KWARGS_ENV, None)  # not inherited from an earlier run in this process
+        return
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise CompatError(
+            f"--mm-processor-kwargs {text}: give a JSON object, e.g. "
+            "'{\"max_pixels\": 1003520}' (as the vLLM server was started with)"
+        )
+    os.environ[MM_KWARGS_ENV] = json.dumps(value, sort_keys=True)
 
 
 def pillow() -> tuple[Any, Any]:

@@ -28,6 +28,10 @@ column and normalization"):
   axolotl's ``train: false``: an assistant turn with weight 0 stays as context and is never
   supervised (``Normalized.context``).
 - ``name`` is kept on every turn: templates that render it (user/system names) get it.
+- images and videos in every form people hold them (Qwen's ``{"type": "image", "image": ...}``
+  part, OpenAI ``image_url`` parts, LLaVA's ``image`` and LLaMA-Factory's ``images``/``videos``
+  columns with ``<image>``/``<video>`` placeholders) become upstream's ``{"type": kind, "path"|
+  "url"}`` parts, once, for every path (data/media_forms.py).
 
 A row that cannot be turned into such a conversation raises ``BadConversation`` whose message is
 the reason counted in the skip report.
@@ -44,6 +48,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from speculators_qwen_compat.data import media_forms
 from speculators_qwen_compat.data.columns import (
     CONVERSATION_KEYS,
     ColumnOptions,
@@ -179,6 +184,10 @@ def normalize_row(
         raise BadConversation(str(exc)) from None
     state = _State(release_roles)
     turns = _normalize(conv, state)
+    try:
+        turns = media_forms.place_columns(turns, row)  # LLaVA / LLaMA-Factory media columns
+    except media_forms.MediaFormError as exc:
+        raise BadConversation(str(exc)) from None
     system = row_system(row, options)
     if system and not any(t["role"] == "system" for t in turns):
         text = _system_text(system)
@@ -453,7 +462,11 @@ def _normalize_part(part: Any) -> Any:
             return {"type": "text", "text": part["text"]}
         if _inline_data(part):
             # Copying image bytes into the training set is what speculators 0.8+ refuse too.
-            raise BadConversation("inline (base64) media in content; give file paths or URLs")
+            raise BadConversation(media_forms.INLINE)
+        try:
+            return media_forms.upstream_part(part)  # Qwen's and OpenAI's media parts
+        except media_forms.MediaFormError as exc:
+            raise BadConversation(str(exc)) from None
     return part
 
 

@@ -93,34 +93,6 @@ def for_local_template(conversation: list[dict[str, Any]], multimodal: bool) -> 
     return out
 
 
-def as_upstream_parts(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI ``{"type": "image_url", "image_url": {"url": U}}`` parts (and ``video_url``) as
-    ``{"type": "image", "url": U}``: the form upstream's ``_adapt_part_for_vllm`` takes (0.6+),
-    turning it back into the ``image_url`` part vLLM reads; it raises "Unknown content part" on
-    the OpenAI form itself, an error of upstream's on 0.8+ that failed the whole row."""
-    out = []
-    for turn in conversation:
-        content = turn.get("content") if isinstance(turn, Mapping) else None
-        if isinstance(content, list) and any(_openai_media(part) for part in content):
-            turn = {**turn, "content": [_upstream_part(part) for part in content]}
-        out.append(turn)
-    return out
-
-
-def _openai_media(part: Any) -> bool:
-    return isinstance(part, Mapping) and str(part.get("type")) in {f"{k}_url" for k in KINDS}
-
-
-def _upstream_part(part: Any) -> Any:
-    if not _openai_media(part):
-        return part
-    spec = part.get(part["type"])
-    url = spec.get("url") if isinstance(spec, Mapping) else spec
-    if not isinstance(url, str) or not url:
-        return part  # upstream names what it cannot read
-    return {"type": kind_of(part), "url": url}
-
-
 def _local_part(part: Any) -> Any:
     kind = kind_of(part)
     if kind is None:

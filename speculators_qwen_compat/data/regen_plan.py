@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
+from speculators_qwen_compat.data import media_forms
 from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
 from speculators_qwen_compat.data.row_errors import is_data_problem
 
@@ -68,7 +69,9 @@ def plan_row(
     tokenizer's template when one is given; BadConversation with the reason if none is left."""
     try:
         normalized = normalize_row(row)
-        turns, tools, notes = normalized.conversation, normalized.tools, normalized.notes
+        # media in every form, as vLLM's chat endpoint reads them (image_url, file:// URLs)
+        turns = media_forms.for_vllm(normalized.conversation)
+        tools, notes = normalized.tools, normalized.notes
     except BadConversation:
         prompt = row.get(prompt_field) if prompt_field else None
         if not (isinstance(prompt, str) and prompt):

@@ -76,14 +76,16 @@ def render_ids(processor: Any, messages: list[dict[str, Any]], **request: Any) -
     """The token ids vLLM's render endpoint answers for this request (``request_ids``, the text
     tokenized by segment_encoder.py with the tokenizer vLLM builds for the checkpoint
     (data/vllm_tokenizer.py): the same ids as ``text_ids``, each piece once); each image
-    placeholder expanded to the processor's count (data/media.py) before truncation."""
+    placeholder expanded to the processor's count (data/media.py) before truncation, under
+    ``mm_processor_kwargs`` as vLLM takes it per request (default: ``--mm-processor-kwargs``)."""
     urls = media.image_urls(messages)
+    mm_kwargs = request.pop("mm_processor_kwargs", None)
     if not urls:
         return request_ids(processor, messages, _vllm_encode, **request)
     limit = request.pop("truncate_prompt_tokens", None)
     side = request.pop("truncation_side", None)
     ids = request_ids(processor, messages, _vllm_encode, **request)
-    return media.expand(processor, ids, urls, limit, side)
+    return media.expand(processor, ids, urls, limit, side, mm_kwargs)
 
 
 def _vllm_encode(tokenizer: Any, text: str) -> list[int]:

@@ -19,10 +19,11 @@ Here (``render``, called with upstream's undecorated function):
   fatal error that the row guard never counts (data/ledger.py) and that ends the run from the
   map worker it happened in (the entry point prints it as one line, with how many conversations
   were done: fixes/data/run_report.py). A server back within the budget loses no conversation.
-- images (vLLM 0.32): a 500 about one request's images (a missing file, a placeholder cut by
-  truncation) is that conversation's refusal, a skip; a 500 "Cannot load local files without
-  `--allowed-local-media-path`" fails the run at once with one line naming the flag (upstream
-  retries it 14 s per render and skips every image conversation, exit 0).
+- images (vLLM 0.32): a 500 about one request's images (a missing file, a folder, a placeholder
+  cut by truncation) is that conversation's refusal, a skip, counted under the reason local
+  rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load
+  local files without `--allowed-local-media-path`" fails the run at once with one line naming
+  the flag (upstream retries it 14 s per render and skips every image conversation, exit 0).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.data import media_faults
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -50,13 +52,17 @@ MAX_BACKOFF = 15.0
 #: statuses upstream itself treats as "retry" (render_client.TRANSIENT_STATUSES)
 TRANSIENT = frozenset({408, 429})
 
-#: vLLM 0.32's 500 answers that are about one request's images, not the server: a missing
-#: file, an image placeholder the truncation dropped before expansion (data/media.py). Counted
-#: skips, as the same conversations are when rendering locally.
-MEDIA_REFUSALS = ("No such file or directory", "Failed to apply prompt replacement for mm_items")
+#: vLLM 0.32's 500 answers that are about one request's images, not the server: an image file
+#: it cannot use (data/media_faults.py: missing, a folder, ...), an image placeholder the
+#: truncation dropped before expansion (data/media.py). Counted skips, as the same
+#: conversations are when rendering locally.
+MEDIA_REFUSALS = ("Failed to apply prompt replacement for mm_items",)
 #: vLLM 0.32's 500 answer to every local image when started without --allowed-local-media-path.
 NO_LOCAL_MEDIA = "Cannot load local files without `--allowed-local-media-path`"
 
+#: vLLM 0.32's 400 answer to a request carrying ``mm_processor_kwargs`` (a server started
+#: without ``--trust-request-mm-kwargs``).
+NO_REQUEST_KWARGS = "Per-request mm_processor_kwargs are disabled by default"
 #: upstream's message for a non-200 answer (render_client.py): "Render endpoint returned N: body"
 _STATUS = re.compile(r"Render endpoint returned (\d{3}): (.*)\Z", re.DOTALL)
 #: exception types (by name, in the MRO) of the network layer upstream uses (httpx)
@@ -90,30 +96,49 @@ def is_refusal(exc: BaseException) -> bool:
     if not isinstance(parsed, dict):
         return False
     if status == 500:
-        return any(words in _message(parsed) for words in MEDIA_REFUSALS)
+        message = _message(parsed)
+        return media_faults.reason(message) is not None or any(
+            words in message for words in MEDIA_REFUSALS
+        )
     if not 400 <= status < 500 or status in WRONG_ADDRESS or status in TRANSIENT:
         return False
     return "error" in parsed or "detail" in parsed
 
 
 def refusal_reason(exc: BaseException) -> str | None:
-    """The skip reason of a server refusal that local rendering counts under words of its own:
-    vLLM names a missing image file with a path it partly masks (how much depends on where the
-    file is), so the reason is local rendering's (data/media.py ``MISSING_FILE``); None: the
-    server's own message is the reason (core/errors.py ``reason_of``)."""
+    """The skip reason of a server refusal about one of the request's image files (missing, a
+    folder, undecodable, too large, an aspect ratio the processor refuses): the reason local
+    rendering counts for the same file (data/media_faults.py, one rule for both paths: vLLM's
+    words hold the file's path, partly masked by how deep it lies); None: the server's own
+    message is the reason (core/errors.py ``reason_of``)."""
     found = status_of(exc)
-    if found is None or found[0] != 500 or MEDIA_REFUSALS[0] not in found[1]:
+    if found is None:
         return None
-    from speculators_qwen_compat.data.media import MISSING_FILE
-
-    return MISSING_FILE
+    status, body = found
+    if status not in (400, 500):
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    message = _message(parsed) if isinstance(parsed, dict) else ""
+    return media_faults.reason(message) if message else None
 
 
 def media_config_fault(exc: BaseException) -> str | None:
-    """The fix, when ``exc`` says the server is not set up to read local images (vLLM's 500
-    "Cannot load local files without `--allowed-local-media-path`" for every image): a
-    configuration fault, fatal at once (no retry can change it, no row is to blame)."""
+    """The fix, when ``exc`` says the server is not set up for this run's images: vLLM's 500
+    "Cannot load local files without `--allowed-local-media-path`" for every image, or its 400
+    refusing per-request ``mm_processor_kwargs`` (``--mm-processor-kwargs`` given, a server
+    started without ``--trust-request-mm-kwargs``). A configuration fault, fatal at once (no
+    retry can change it, no row is to blame)."""
     found = status_of(exc)
+    if found is not None and found[0] == 400 and NO_REQUEST_KWARGS in found[1]:
+        return (
+            "the render server refuses per-request mm_processor_kwargs (HTTP 400: "
+            f"{NO_REQUEST_KWARGS}): start it with --mm-processor-kwargs set as for the "
+            "hidden-states server and drop --mm-processor-kwargs from prepare_data, or start "
+            "it with --trust-request-mm-kwargs"
+        )
     if found is None or found[0] != 500 or NO_LOCAL_MEDIA not in found[1]:
         return None
     return (
@@ -148,11 +173,11 @@ def render(raw: Callable[[], Any], endpoint: str) -> list[int]:
         try:
             ids = checked(raw())
         except Exception as exc:
-            if not is_server_fault(exc):
-                raise
             fix = media_config_fault(exc)
             if fix is not None:
                 raise RenderServerFailed(f"render server {endpoint}: {fix}") from exc
+            if not is_server_fault(exc):
+                raise
             now = time.monotonic()
             if started is None:
                 started = now

@@ -24,7 +24,9 @@ from typing import Any, TextIO
 from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.data.media import choose_processor_kwargs
 from speculators_qwen_compat.data.quality import LABELS
+from speculators_qwen_compat.doctor import media_endpoint
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
 from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, detect_strategy
@@ -63,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--response-column", default=None, help="as for prepare_data")
     parser.add_argument("--system-column", default=None, help="as for prepare_data")
     parser.add_argument("--unknown-roles", default=None, help="as for prepare_data")
+    parser.add_argument("--mm-processor-kwargs", default=None, help="as for prepare_data")
     parser.add_argument(
         "--endpoint",
         default=None,
@@ -97,7 +100,9 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
         raise CompatError("--rows and --seq-length must be positive")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     apply_data_flags(args)
+    choose_processor_kwargs(getattr(args, "mm_processor_kwargs", None))
     files = data_files(args.data)  # a wrong path fails before the slow imports
+    pads_problem: str | None = None
     tokenizer = load_tokenizer(args.model)
     try:
         profile = profile_template(tokenizer)
@@ -123,11 +128,20 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
             build_media(result.media, result.media_samples, loaded, preprocessing, local_template)
             for line in media_lines(result.media):
                 print(line, file=out)
+            if args.endpoint and result.media_samples and loaded.multimodal():
+                pads = media_endpoint.check(
+                    args.endpoint, *result.media_samples[0], loaded.get()[0]
+                )
+                print(
+                    f"image rendering through {media_endpoint.render_url(args.endpoint)}:", file=out
+                )
+                media_endpoint.print_check(pads, out)
+                pads_problem = media_endpoint.verdict(pads)
     if args.endpoint:
         probe = tokenizer.encode("Hello, how are you today?", add_special_tokens=False)[:8]
         check = check_endpoint(args.endpoint, args.model, args.target_layer_ids, probe or [0])
         print_check(check, args.endpoint, out)
-        problem = verdict(check)
+        problem = "; ".join(filter(None, (pads_problem, verdict(check))))
         if problem:
             raise CompatError(problem)
 

@@ -3,7 +3,11 @@ processor's tokens for its images, or the conversation is skipped and counted wi
 
 Run under the vision base (``-m vision``, 0.6.0.2 and later; see test_processor_path.py). Generated
 PNGs of two sizes; the images named in every form users write them: a path, a ``file://`` URL,
-the OpenAI ``image_url`` part, two images in one turn; plus a missing file and a text-only row.
+the OpenAI ``image_url`` part (its URL also as a plain string), two images in one turn, Qwen's
+``{"type": "image", "image": ...}`` part (a path and a ``file://`` URL), LLaVA's ``image`` and
+LLaMA-Factory's ``images`` columns with ``<image>`` placeholders; plus a missing file, a
+placeholder count that differs from the files given, a placeholder with no column, and a
+text-only row.
 The oracle is transformers' own ``Qwen3VLProcessor``: its ``apply_chat_template`` reads the
 images and expands each into its count of ``<|image_pad|>`` tokens (the count vLLM's render gives:
 docs/upstream.md "Images"). Two runs in one interpreter (conftest.run_batch):
@@ -71,7 +75,68 @@ def _conversations(images: dict[str, Path]) -> dict[str, dict[str, Any]]:
                 {"role": "assistant", "content": "Hi, how can I help?"},
             ]
         },
+        # the forms people hold images in (data/media_forms.py), after the rows above so the
+        # doctor's first three stay those
+        "qwen_image": row([{"type": "image", "image": green}], "Qwen green."),
+        "qwen_file": row([{"type": "image", "image": f"file://{red}"}], "Qwen red."),
+        "url_string": row([{"type": "image_url", "image_url": f"file://{green}"}], "Plain url."),
+        "llava": {
+            "image": red,
+            "conversations": [
+                {"from": "human", "value": "<image>\nWhat is shown?"},
+                {"from": "gpt", "value": "LLaVA red."},
+            ],
+        },
+        "factory": {
+            "images": [red, green],
+            "messages": [
+                {"role": "user", "content": "<image>Left, <image>right: what?"},
+                {"role": "assistant", "content": "Factory two."},
+            ],
+        },
+        "factory_mismatch": {
+            "images": [red],
+            "messages": [
+                {"role": "user", "content": "<image><image>Compare."},
+                {"role": "assistant", "content": "Never written."},
+            ],
+        },
+        "placeholder_only": {
+            "messages": [
+                {"role": "user", "content": "<image>What is it?"},
+                {"role": "assistant", "content": "Never written either."},
+            ]
+        },
     }
+
+
+#: rows held in a column form, as transformers' processor reads them (the oracle's input)
+def _oracle_rows(images: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    red, green = str(images["red.png"]), str(images["green.png"])
+
+    def image(path: str) -> dict[str, str]:
+        return {"type": "image", "path": path}
+
+    def text(words: str) -> dict[str, str]:
+        return {"type": "text", "text": words}
+
+    return {
+        "llava": {"messages": [
+            {"role": "user", "content": [image(red), text("\nWhat is shown?")]},
+            {"role": "assistant", "content": "LLaVA red."}]},
+        "factory": {"messages": [
+            {"role": "user", "content": [image(red), text("Left, "), image(green),
+                                         text("right: what?")]},
+            {"role": "assistant", "content": "Factory two."}]},
+    }  # fmt: skip
+
+
+#: rows skipped for their form, with the reason (never written with a literal <image>)
+FORM_SKIPS = {
+    "factory_mismatch": "2 <image> placeholders in the text but 1 files in the 'images' column",
+    "placeholder_only": "<image> placeholder in the text but no 'images' or 'image' column "
+    "names its file",
+}
 
 
 def _oracle_ids(processor: Any, row: dict[str, Any]) -> list[int]:
@@ -83,7 +148,12 @@ def _oracle_ids(processor: Any, row: dict[str, Any]) -> list[int]:
             content = [{"type": "text", "text": content}]
         parts = []
         for part in content:
-            url = part.get("url") or (part.get("image_url") or {}).get("url")
+            spec = part.get("image_url")
+            url = (
+                part.get("url")
+                or part.get("image")
+                or (spec.get("url") if isinstance(spec, dict) else spec)
+            )
             if part["type"] != "text":
                 part = {"type": "image", "path": part.get("path") or url.removeprefix("file://")}
             parts.append(part)
@@ -95,7 +165,8 @@ def _oracle_ids(processor: Any, row: dict[str, Any]) -> list[int]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("images")
-    rows = _conversations(_images(work))
+    images = _images(work)
+    rows = _conversations(images)
     data = work / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows.values()), encoding="utf-8")
     template = demo.chat_template("qwen36")
@@ -107,7 +178,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cases["doctor"] = ["doctor", "--model", str(models["processor"]), "--data", str(data)]
     results = run_batch(work / "logs", cases, {"doctor": PACKAGE_MAIN})
     return {"rows": rows, "model": models["processor"], "outputs": outputs, "results": results,
-            "images": work}  # fmt: skip
+            "images": work, "oracle": _oracle_rows(images)}  # fmt: skip
 
 
 def test_image_rows_carry_the_processors_tokens(runs: dict[str, Any]) -> None:
@@ -119,14 +190,15 @@ def test_image_rows_carry_the_processors_tokens(runs: dict[str, Any]) -> None:
     assert type(processor).__name__ == "Qwen3VLProcessor"
     pad = processor.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
     rows = runs["rows"]
-    kept = {name: row for name, row in rows.items() if name != "missing"}
-    expected = {name: _oracle_ids(processor, row) for name, row in kept.items()}
+    kept = {n: row for n, row in rows.items() if n != "missing" and n not in FORM_SKIPS}
+    oracle = runs["oracle"]
+    expected = {n: _oracle_ids(processor, oracle.get(n, row)) for n, row in kept.items()}
     # the processor expands each image into several pads, differently per size
     assert expected["path"].count(pad) > 1
     assert expected["file_url"].count(pad) not in (1, expected["path"].count(pad))
     out = load_rows(runs["outputs"]["processor"])
     report = read_report(runs["outputs"]["processor"])
-    assert report["skipped"] == {MISSING_FILE: 1}
+    assert report["skipped"] == {MISSING_FILE: 1, **dict.fromkeys(FORM_SKIPS.values(), 1)}
     assert report["errors"] == 0  # 0.8+'s adapter raised on OpenAI image_url parts
     assert report["conversations_kept"] == len(kept)
     if RENDERS:  # one row per assistant turn: the pads of each row are the processor's
@@ -141,8 +213,9 @@ def test_tokenizer_only_target_skips_image_rows(runs: dict[str, Any]) -> None:
     result = runs["results"]["tokenizer"]
     assert result.returncode == 0, result.stderr[-3000:]
     report = read_report(runs["outputs"]["tokenizer"])
-    images = sum(name != "text" for name in runs["rows"])
-    assert report["skipped"] == dict(Counter({NEEDS_PROCESSOR: images}))
+    images = sum(name != "text" and name not in FORM_SKIPS for name in runs["rows"])
+    expected = Counter({NEEDS_PROCESSOR: images, **dict.fromkeys(FORM_SKIPS.values(), 1)})
+    assert report["skipped"] == dict(expected)
     assert report["rows_out"] == 1
 
 
@@ -153,7 +226,7 @@ def test_doctor_shows_tokens_per_image(runs: dict[str, Any]) -> None:
     result = runs["results"]["doctor"]
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    assert "media: 5 conversations with images or videos (6 images, 0 videos)" in out
+    assert "media: 10 conversations with images or videos (12 images, 0 videos)" in out
     images = AutoImageProcessor.from_pretrained(str(runs["model"]))
 
     def pads(name: str) -> int:

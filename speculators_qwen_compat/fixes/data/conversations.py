@@ -187,8 +187,9 @@ def read_batch(
     the installed release does with an unknown role (normalize.py ``unknown_role_policy``).
     ``multimodal``: with ``local_template``, whether the release loaded the target's processor
     (True) or a tokenizer (False): image/video parts are prepared for it or the row is skipped
-    (data/processor_media.py); None leaves them to the release (0.8+ render them). OpenAI
-    ``image_url`` parts go to every release in the form upstream's adapter takes.
+    (data/processor_media.py); None leaves them to the release (0.8+ render them). Media in
+    every form (parts, image columns) reach every release in the form upstream's adapter takes
+    (data/media_forms.py, through the normaliser).
 
     Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
     and for the row guard the ``file:line`` source of each row kept and the indices of its
@@ -213,7 +214,7 @@ def read_batch(
             else:
                 row = {name: examples[name][i] for name in columns}
             normalized = normalize_row(row, options, release_roles)
-            conversation = processor_media.as_upstream_parts(normalized.conversation)
+            conversation = normalized.conversation  # media parts in upstream's form already
             if multimodal is not None:
                 conversation = processor_media.for_local_template(conversation, multimodal)
         except BadConversation as exc:

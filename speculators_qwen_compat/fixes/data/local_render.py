@@ -14,6 +14,9 @@ Targets in ``preprocessing``:
 - ``build_speculator_training_dataset(dataset, processor, ..., render_endpoint=...)``: with
   ``render_endpoint="local"`` it hands the processor it was given to the local renderer and
   passes ``local:<model path>`` on, so spawned map workers can load the same tokenizer.
+- ``render_client._post(url, *, json, timeout)`` (optional): with ``--mm-processor-kwargs`` the
+  body carries vLLM's ``mm_processor_kwargs``, the same pixel limits local counting uses
+  (data/media.py; docs/images.md).
 Shape needed: both functions, the latter with a ``render_endpoint`` keyword.
 """
 
@@ -24,10 +27,11 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
+from speculators_qwen_compat.data import media, render_faults
 from speculators_qwen_compat.data import render as local_renderer
-from speculators_qwen_compat.data import render_faults
 
 LOCAL = "local"
+RENDER_CLIENT = "speculators.data_generation.render_client"
 
 
 def is_local(endpoint: Any) -> bool:
@@ -39,6 +43,9 @@ RENDER = Target(
     "render_conversation",
     params=("endpoint", "messages", "add_generation_prompt", "tools"),
 )
+#: upstream's one POST (render_client ``_post``, 0.8.1 :25, 0.9.0 :24): every render request's
+#: body passes here, where ``--mm-processor-kwargs`` joins it as vLLM's ``mm_processor_kwargs``.
+POST = Target(RENDER_CLIENT, "_post", params=("url", "json"), optional=True)
 BUILD = Target(
     PREPROCESSING, "build_speculator_training_dataset", params=("render_endpoint", "processor")
 )
@@ -51,7 +58,7 @@ class LocalRenderFix(Fix):
     shapes = (
         Shape(
             "render_conversation renders locally for --render-endpoint local",
-            (BUILD, RENDER),
+            (BUILD, RENDER, POST),
             when=(present(PREPROCESSING, RENDER.path),),
         ),
     )
@@ -95,5 +102,15 @@ class LocalRenderFix(Fix):
                 truncation_side=arguments.get("truncation_side"),
             )
 
+        def post(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            extra = media.processor_kwargs()
+            if not extra:
+                return wrapped(*args, **kwargs)
+            bound = bind(wrapped, args, kwargs)
+            bound.arguments["json"] = {**bound.arguments["json"], "mm_processor_kwargs": extra}
+            return call(wrapped, bound)
+
+        if found.has(POST):
+            patcher.wrap(*found.place(POST), post)
         patcher.wrap(*found.place(BUILD), build)
         patcher.wrap(*found.place(RENDER), render)

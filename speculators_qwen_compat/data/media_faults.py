@@ -1,0 +1,59 @@
+"""One rule for an image a conversation names but vLLM cannot use: the skip reason, the same
+whether local rendering (data/media.py) or a vLLM 0.32 render server (data/render_faults.py)
+met it.
+
+vLLM answers such a request with words of its own that hold the file's path (partly masked, by
+how deep the file lies) or an object address; local rendering meets the same fault as a Pillow
+or OS error naming the path. Counted reasons must not depend on either, so each fault is one
+fixed reason (docs/images.md "Faults"):
+
+- missing file: vLLM 500 ``[Errno 2] No such file or directory: '...'``;
+- a folder: vLLM 500 ``[Errno 21] Is a directory``;
+- a file Pillow cannot decode (not an image, truncated): vLLM 400 ``Failed to load image``;
+- more pixels than Pillow's limit (``Image.MAX_IMAGE_PIXELS``, which vLLM sets from
+  ``VLLM_MAX_IMAGE_PIXELS``, default 178,956,970): refused before decoding;
+- the image processor refusing the image (an aspect ratio above 200): vLLM 400 "Failed to
+  apply Qwen3VLProcessor on data=..." (with the image's repr), transformers' ValueError locally;
+- an image that does not lie whole in the prompt: vLLM 400 "would split or drop a(n) image
+  item" (truncation cuts its expansion), 500 "Failed to apply prompt replacement for mm_items"
+  (its placeholder is gone: cut by truncation before expansion, or dropped with a developer
+  turn holding it when vLLM merges system turns).
+"""
+
+from __future__ import annotations
+
+import re
+
+MISSING_FILE = "[Errno 2] No such file or directory: '<path>'"
+FOLDER = "[Errno 21] Is a directory: the image path names a folder"
+UNREADABLE = "Failed to load image: not an image file Pillow can decode (or truncated)"
+TOO_LARGE = "image has more pixels than vLLM's limit (VLLM_MAX_IMAGE_PIXELS, 178956970)"
+_PROCESSOR = re.compile(r"Failed to apply \w*Processor on data")
+REFUSED = "the image processor refuses the image (an aspect ratio above 200?)"
+NOT_WHOLE = (
+    "an image does not lie whole in the rendered prompt (cut by the truncation to --seq-length, "
+    "or its placeholder dropped): raise --seq-length or shorten the conversation"
+)
+
+#: (words in vLLM's or Pillow's message, the reason): first match wins
+_RULES = (
+    ("would split or drop a(n) image item", NOT_WHOLE),
+    ("Failed to apply prompt replacement for mm_items", NOT_WHOLE),
+    ("No such file or directory", MISSING_FILE),
+    ("Is a directory", FOLDER),
+    ("Permission denied", UNREADABLE),
+    ("decompression bomb", TOO_LARGE),
+    ("exceeds limit of", TOO_LARGE),
+    ("exceed the maximum of", TOO_LARGE),
+    ("cannot identify image file", UNREADABLE),
+    ("image file is truncated", UNREADABLE),
+    ("Failed to load image", UNREADABLE),
+)
+
+
+def reason(message: str) -> str | None:
+    """The skip reason for a media fault described by ``message`` (vLLM's error text, or the
+    local exception's), or None when ``message`` is not about an image file."""
+    if _PROCESSOR.search(message) or "aspect ratio must be smaller than" in message:
+        return REFUSED
+    return next((fixed for words, fixed in _RULES if words in message), None)

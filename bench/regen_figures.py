@@ -7,7 +7,8 @@ hybrid, serves it (tests/vllm_server.py ``serve_generation``, steered by tests/r
 runs both commands per release, then the same command again (a rerun) and the command against
 a dead server, and prints a markdown table per release: per conversation the rows written and
 what was recorded (the errors file, the report), and each run's exit code and last line. With
-``--readme`` the tables also replace the README's ``regen-figures`` block.
+``--doc`` the tables also replace docs/regenerate-responses.md's ``regen-figures`` block
+(tools/doc_block.py). The outside-world cases of issue 33 are bench/regen_faults.py.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def outcome(work: Path, out: str) -> dict[str, str]:
     return result
 
 
-START, END = "<!-- regen-figures:start -->", "<!-- regen-figures:end -->"
+DOC = ROOT / "docs" / "regenerate-responses.md"
 _out: list[str] = []
 
 
@@ -107,13 +108,11 @@ def say(line: str = "") -> None:
     _out.append(line)
 
 
-def write_readme() -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    block = "\n".join(_out).strip()
-    readme.write_text(f"{head}{START}\n{block}\n{END}{tail}", encoding="utf-8")
+def write_doc() -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import doc_block
+
+    doc_block.write(DOC, "regen-figures", "\n".join(_out).strip())
 
 
 def main(releases: list[str]) -> None:
@@ -148,7 +147,7 @@ def main(releases: list[str]) -> None:
                     say("\n| run | before: exit, last line | after: exit, last line |")
                     say("|---|---|---|")
                     for label, b, a in (
-                        ("the 17 conversations", before, after),
+                        (f"the {len(regen_data.EXPECTED)} conversations", before, after),
                         ("the same command again", rerun_before, rerun_after),
                         ("no server at --endpoint", dead_before, dead_after),
                     ):
@@ -167,7 +166,7 @@ def main(releases: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    arguments = [a for a in sys.argv[1:] if a != "--readme"]
+    arguments = [a for a in sys.argv[1:] if a != "--doc"]
     main(arguments or ["0.9.0"])
-    if "--readme" in sys.argv[1:]:
-        write_readme()
+    if "--doc" in sys.argv[1:]:
+        write_doc()

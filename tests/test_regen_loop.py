@@ -48,7 +48,7 @@ def reply(content: str = "", calls: list | None = None, reasoning: str = "", fin
                 "finish_reason": finish,
                 "token_ids": list(range(100, 100 + completion)),
             }
-        ],  # fmt: skip
+        ],
     }
 
 

@@ -1,6 +1,7 @@
 """What regenerate-responses plans for a row before any request (regenerate/plan.py): one step
 per user turn, the data's tool results named by the tool they answer, results before any call
-kept as context, template rejections found with the target's own template (``Plan.check``) (the demo's strict
+kept as context, template rejections found by
+the target's own template (``Plan.check``) (the demo's strict
 Qwen3.6-style one, rendered by transformers)."""
 
 from __future__ import annotations

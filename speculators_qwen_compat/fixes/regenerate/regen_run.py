@@ -55,7 +55,7 @@ DETECT_MODEL = Target(CLI_REGENERATE, "detect_model", params=("endpoint",))
 SANITIZE = Target(CLI_REGENERATE, "sanitize_filename", params=("name",))
 COMMAND = Target(CLI_REGENERATE, "regenerate_responses", params=("max_tokens",))
 RETRIES = Target(CLI_REGENERATE, "with_retries", params=("fn",))
-POST_CHAT = Target(CLI_REGENERATE, "_post_chat", params=("max_retries",))
+POST_CHAT = Target(CLI_REGENERATE, "_post_chat", params=("session", "endpoint", "payload"))
 PRESETS = Target(CLI_REGENERATE, "DATASET_CONFIGS", kind=ANY, optional=True)
 ERROR_PREFIX = "speculators_qwen_compat: error: "
 MAX_TOKENS_HELP = (

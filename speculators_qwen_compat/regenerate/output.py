@@ -165,16 +165,18 @@ def restore(output: Output) -> Path | None:
     """Nothing was added: put an earlier output back under its name, byte for byte; drop a
     partial file this run created empty. Where the earlier rows are (None: there are none)."""
     errors = errors_path(output.partial)
+    failures = errors.exists() and errors.stat().st_size > 0
     if output.from_final:
         output.partial.replace(output.final)
-        if errors.exists() and errors.stat().st_size:
+        if failures:
             errors.replace(errors_path(output.final))
+    elif not output.earlier:
+        output.partial.unlink(missing_ok=True)
+    if not failures:
+        errors.unlink(missing_ok=True)
+    if output.from_final:
         return output.final
-    if output.earlier:
-        return output.partial
-    with contextlib.suppress(FileNotFoundError):
-        output.partial.unlink()
-    return None
+    return output.partial if output.earlier else None
 
 
 def drop_empty_errors(path: Path) -> None:

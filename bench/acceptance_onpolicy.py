@@ -12,16 +12,17 @@ drafter on each and judges both on the same held-out chat prompts):
    held-out chat rows;
 2. ``placeholder``: the conversations as the user has them;
    ``regenerated``: vLLM 0.32 (CPU) serves the verifier with a deployment's flags
-   (tests/vllm_server.py ``serve_generation``) and ``regenerate-responses`` replaces each reply
-   with the verifier's greedy one, thinking off (a random model never closes its thinking: with
-   it on, every reply is reasoning and upstream records "empty assistant generation"), at most
-   NEW tokens; the server is stopped before anything else runs;
+   (tests/vllm_server.py ``serve_generation``) and our ``regenerate-responses`` (``python -m
+   speculators_qwen_compat.regenerate_responses``, upstream's command with the fixes on, as the
+   README tells users to run it) replaces each reply with the verifier's greedy one, thinking off
+   (a random model never closes its thinking: with it on, every reply would be reasoning cut at
+   --max-tokens), at most NEW tokens; the server is stopped before anything else runs;
 3. each through ``python -m speculators_qwen_compat.prepare_data`` (fixes on), then
    bench/acceptance_chat.py ``states``: transformers' float32 hidden states, as the cases'.
 
-``REGENERATE`` is upstream's console script of the data release; it is the one line to change
-for the package's own entry point (``-m speculators_qwen_compat.regenerate_responses``, the
-same flags).
+Regenerated replies are longer than placeholders, so the same epochs give the regenerated set
+more training steps: bench/acceptance.py also trains on it for the placeholder's step count
+(``--max-steps``), the comparison at equal steps.
 """
 
 from __future__ import annotations
@@ -38,9 +39,8 @@ import vllm_server  # noqa: E402
 from acceptance_run import RELEASE_PYTHON, fail, release_env, run  # noqa: E402
 
 RELEASE = "0.9.0"  # bench/acceptance.py DATA_RELEASE: its transformers built the verifier
-#: upstream's own command, as a user's venv has it (tools/release_python.sh puts it on PATH)
-REGENERATE = [str(vllm_server.VENVS / "rel" / RELEASE / "site-packages" / "bin" / "speculators"),
-              "regenerate-responses"]  # fmt: skip
+#: our entry point: upstream's command with the fixes on (README "On-policy replies")
+REGENERATE = ["-m", "speculators_qwen_compat.regenerate_responses"]
 #: greedy (no "seed": it crashes vLLM's CPU engine), thinking off (see the docstring)
 SAMPLING = {"temperature": 0, "chat_template_kwargs": {"enable_thinking": False}}
 KEYS = ("placeholder", "regenerated")
@@ -64,9 +64,10 @@ def chat_data(verifier: Path, arm: Path, size: dict) -> Path:
 
 def regenerate(verifier: Path, conversations: Path, out: Path, arm: Path, size: dict) -> dict:
     """``regenerate-responses`` against vLLM serving the verifier; its summary line."""
-    out.unlink(missing_ok=True)  # a rerun into the same file appends (upstream)
     errors = out.with_name(f"{out.stem}.errors{out.suffix}")
-    errors.unlink(missing_ok=True)
+    for stale in (out, errors, out.with_name(f"{out.stem}.partial{out.suffix}"),
+                  out.with_name(f"{out.stem}.report.json")):  # fmt: skip
+        stale.unlink(missing_ok=True)  # a fresh run each time (ours refuses an existing one)
     with vllm_server.serve_generation(verifier, max_model_len=512) as server:
         command = [
             str(RELEASE_PYTHON), RELEASE, *REGENERATE,
@@ -82,11 +83,10 @@ def regenerate(verifier: Path, conversations: Path, out: Path, arm: Path, size: 
             shutil.copyfile(server.log, arm / "logs" / "regenerate-server.log")
             raise
     rows, failed = json_lines(out), json_lines(errors)
-    # upstream exits 0 however many conversations failed: its files say what it did
     if failed or len(rows) != size["train"]:
         fail(f"regenerate-responses wrote {len(rows)} rows of {size['train']} and "
              f"{len(failed)} failures ({errors}; log {log})")  # fmt: skip
-    summary = next((x for x in printed.splitlines() if x.startswith("Pipeline complete")), "")
+    summary = next((x for x in printed.splitlines() if x.startswith("regenerated ")), "")
     return {"rows": len(rows), "summary": summary}
 
 
@@ -132,10 +132,12 @@ def describe(size: dict) -> str:
     return (
         f"Placeholder vs regenerated: {size['train']} training prompts (the same random-token "
         "prompts decoded to text, as user turns) with the placeholder replies users write "
-        "('OK.', 'Sure.', 'Got it.'), or with the replies upstream's `speculators "
-        f"regenerate-responses` ({RELEASE}) got from vLLM serving the verifier (greedy, "
+        "('OK.', 'Sure.', 'Got it.'), or with the replies our `regenerate-responses` "
+        f"(speculators {RELEASE}'s command, fixes on) got from vLLM serving the verifier (greedy, "
         f"thinking off, at most {size['new']} tokens); each through prepare_data (fixes on) and "
-        "the verifier's states, the same drafter trained on each with the fixes on; judged on "
+        "the verifier's states, the same drafter trained on each with the fixes on (the same "
+        "epochs; the second table: the regenerated set trained for the placeholder's number of "
+        "steps, `--max-steps`); judged on "
         f"{size['heldout']} held-out prompts in the chat template (thinking off) continued by "
         f"{size['new']} greedy tokens of the verifier, offline and by vLLM as above."
     )

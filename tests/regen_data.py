@@ -164,6 +164,39 @@ def rows() -> list[dict[str, Any]]:
             ],
         },
         {"id": "long-first", "messages": [{"role": "user", "content": "think hard [long]"}]},
+        # rules on the replies regeneration replaces do not skip a row (issue 33)
+        {
+            "id": "weight-zero",
+            "messages": [
+                {"role": "user", "content": "name a fruit"},
+                {"role": "assistant", "content": "OK.", "weight": 0},
+            ],
+        },
+        {
+            "id": "bad-arguments",
+            "messages": [
+                {"role": "user", "content": "say hi"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "b1",
+                            "type": "function",
+                            "function": {"name": "search", "arguments": "{oops"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "b1", "content": SEARCH_RESULT},
+            ],
+            "tools": [SEARCH],
+        },
+        # messages without a user turn: upstream's --prompt-field fallback ("prompt")
+        {
+            "id": "prompt-fallback",
+            "messages": [{"role": "system", "content": "be brief"}],
+            "prompt": "name a planet",
+        },
         # a prompt that alone reaches --max-tokens
         {
             "id": "long-prompt",
@@ -187,8 +220,11 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
     "empty": ("skipped", "conversation is empty"),
     "no-role": ("skipped", "turn without a role"),
     "late-system": ("cut", "System message must be at the beginning.", 1),
-    "long-second": ("cut", "reply still thinking at --max-tokens", 1),
-    "long-first": ("failed", "reply still thinking at --max-tokens"),
+    "long-second": ("cut", "reply still thinking at --max-tokens", 2),
+    "long-first": ("cut", "reply still thinking at --max-tokens", 1),
+    "weight-zero": ("regenerated", 1),
+    "bad-arguments": ("regenerated", 1),
+    "prompt-fallback": ("regenerated", 1),
     "long-prompt": ("cut", "prompt + reply above --max-tokens", 1),
 }
 #: --max-tokens of the runs: above every short prompt + reply here, below a [long] reasoning

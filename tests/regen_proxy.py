@@ -6,6 +6,9 @@ One run sends every request with the same sampling parameters, so this forwarder
 own process, picks the regex per request from the markers of regen_data.py in the last user
 turn (``[call NAME]``, ``[long]``) and passes everything else through unchanged, both ways: the
 server generates every token, the reply and its status reach the client as vLLM sent them.
+Two markers stand for a faulty gateway in front of the server (issue 33): ``[504]`` is answered
+504 at once, ``[hang]`` is never answered (the connection is held, then dropped after
+``HANG_SECONDS``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ CALL = (
 )
 PARAMS = {"get_weather": "city", "search": "query"}
 _MARK = re.compile(r"\[call (\w+)\]")
+HANG_SECONDS = 120.0
+
+
+def _last_user(messages: list[dict[str, Any]]) -> str:
+    return json.dumps(next((m.get("content") for m in reversed(messages)
+                            if m.get("role") == "user"), ""))  # fmt: skip
 
 
 def regex_for(messages: list[dict[str, Any]]) -> str:
@@ -49,19 +58,24 @@ class Proxy:
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
-        handler = type("Handler", (_Handler,), {"upstream": self.upstream})
+        self.closed = threading.Event()
+        handler = type(
+            "Handler", (_Handler,), {"upstream": self.upstream, "server_closed": self.closed}
+        )
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     def close(self) -> None:
+        self.closed.set()
         self.server.shutdown()
         self.server.server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):
     upstream = ""
+    server_closed = threading.Event()
 
     def log_message(self, *args: Any) -> None:  # quiet
         pass
@@ -72,6 +86,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         if self.path.endswith("/chat/completions"):
+            last = _last_user(body.get("messages") or [])
+            if "[504]" in last:
+                self._reply(504, b"<html>504 Gateway Time-out</html>")
+                return
+            if "[hang]" in last:
+                self.server_closed.wait(HANG_SECONDS)
+                self.close_connection = True
+                return
             body["structured_outputs"] = {"regex": regex_for(body.get("messages") or [])}
             body["temperature"] = 0
         self._forward(json.dumps(body).encode())
@@ -89,6 +111,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
             return
+        self._reply(status, payload)
+
+    def _reply(self, status: int, payload: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))

@@ -1,6 +1,7 @@
-"""What regenerate-responses plans for a row before any request (data/regen_plan.py): one step
+"""What regenerate-responses plans for a row before any request (regenerate/plan.py): one step
 per user turn, the data's tool results named by the tool they answer, results before any call
-kept as context, template rejections found with the target's own template (the demo's strict
+kept as context, template rejections found by
+the target's own template (``Plan.check``) (the demo's strict
 Qwen3.6-style one, rendered by transformers)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from speculators_qwen_compat.data.normalize import BadConversation
-from speculators_qwen_compat.data.regen_plan import plan_row
+from speculators_qwen_compat.regenerate.plan import plan_row
 
 pytestmark = pytest.mark.pure
 
@@ -87,11 +88,12 @@ def test_the_template_cuts_the_plan_where_it_refuses(qwen36_dir) -> None:
         ]
     }
     plan, _ = plan_row(row, tokenizer=tokenizer)
+    assert plan.check() is None  # the check runs in the worker, off the event loop
     assert len(plan) == 1 and plan.stop_reason == "System message must be at the beginning."
     text = tokenizer.apply_chat_template(
         [{"role": "user", "content": "first"}], add_generation_prompt=True, tokenize=False
     )
     assert plan[0].prompt_tokens == len(tokenizer(text, add_special_tokens=False)["input_ids"])
     late_first = [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]
-    with pytest.raises(BadConversation, match=r"System message must be at the beginning\."):
-        plan_row({"messages": late_first}, tokenizer=tokenizer)
+    plan, _ = plan_row({"messages": late_first}, tokenizer=tokenizer)
+    assert plan.check() == "System message must be at the beginning."

@@ -177,10 +177,11 @@ def test_rerun_is_refused_and_resume_adds_nothing_twice(
     assert (work / "out.jsonl").read_bytes() == before
     resumed = regen(release, work, proxy.url, target, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    rows = rows_of(work / "out.jsonl")
-    assert len({row["id"] for row in rows}) == len(rows) == len(before.splitlines())
+    assert (work / "out.jsonl").read_bytes() == before  # nothing added: not even rewritten
     done = sum(1 for e in regen_data.EXPECTED.values() if e[0] in ("regenerated", "cut"))
-    assert f"; {done} already in the output (--resume)" in resumed.stdout.splitlines()[-1]
+    last = resumed.stdout.splitlines()[-1]
+    assert f"; {done} already in the output (--resume)" in last
+    assert last.endswith("; nothing new: out.jsonl is as it was"), last
 
 
 def test_prepare_data_takes_the_output(first_run: Any, target: Path) -> None:
@@ -271,3 +272,125 @@ def test_server_killed_mid_run_then_resumed(
     per_id = Counter(row["primary_id"] for row in rows_of(tmp_path / "out.jsonl"))
     assert per_id == {row["id"]: 2 for row in many}
     assert f"{len(done_before)} already in the output (--resume)" in resumed.stdout
+
+
+# --- issue 33: the outside world (a gateway's 504, a request never answered, two writers, a
+# hard kill, a resume over other data) ---
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _chats(prefix: str, count: int) -> list[dict[str, Any]]:
+    return [{"id": f"{prefix}-{i}", "messages": [{"role": "user", "content": f"q {prefix} {i}"}]}
+            for i in range(count)]  # fmt: skip
+
+
+GATEWAY = "HTTP 504 after every retry"
+NEVER = "no answer within --request-timeout 5 s, after every retry"
+FAULT_FLAGS = ("--request-timeout", "5", "--max-retries", "1")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_one_bad_request_is_counted_and_resume_over_other_data_keeps_the_output(
+    release: str, proxy: Any, target: Path, tmp_path: Path
+) -> None:
+    faulty = [
+        *_chats("ok", 3),
+        {"id": "gateway", "messages": [{"role": "user", "content": "slow [504]"}]},
+        {"id": "never", "messages": [{"role": "user", "content": "stuck [hang]"}]},
+    ]
+    _write(tmp_path / "faulty.jsonl", faulty)
+    ran = regen(release, tmp_path, proxy.url, target, *FAULT_FLAGS, data="faulty.jsonl")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    per_id = Counter(row["primary_id"] for row in rows_of(tmp_path / "out.jsonl"))
+    assert per_id == {f"ok-{i}": 1 for i in range(3)}
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    assert report["failed"] == {GATEWAY: 1, NEVER: 1}
+    assert report["conversations_in"] == 5 and report["exit_code"] == 0
+    errors = {json.loads(line)["id"] for line in (tmp_path / "out.errors.jsonl").open()}
+    assert errors == {"gateway", "never"}
+    last = ran.stdout.strip().splitlines()[-1]
+    assert last.startswith("regenerated 3 of 5 conversations (3 rows)"), last
+    assert f'failed 2: 1 x "{GATEWAY}", 1 x "{NEVER}"' in last, last
+
+    before = (tmp_path / "out.jsonl").read_bytes()
+    other = [
+        {"id": "other-504", "messages": [{"role": "user", "content": "again [504]"}]},
+        {"id": "other-no-user", "messages": [{"role": "assistant", "content": "hi"}]},
+    ]
+    _write(tmp_path / "other.jsonl", other)
+    resumed = regen(release, tmp_path, proxy.url, target, *FAULT_FLAGS, "--resume",
+                    data="other.jsonl")  # fmt: skip
+    assert resumed.returncode == 1
+    assert (tmp_path / "out.jsonl").read_bytes() == before
+    assert not (tmp_path / "out.partial.jsonl").exists()
+    line = resumed.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"{ERROR}nothing new was regenerated (regenerated 0 of 2"), line
+    assert "the earlier rows in out.jsonl are as they were" in line, line
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    assert report["exit_code"] == 1 and report["output"] == "out.jsonl"
+    assert report["failed"] == {GATEWAY: 1} and report["skipped"] == {"no user turn": 1}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_two_runs_at_once_one_is_refused(
+    release: str, proxy: Any, target: Path, tmp_path: Path
+) -> None:
+    chats = _chats("two", 6)
+    _write(tmp_path / "data.jsonl", chats)
+    command, env = release_command(
+        release, *ENTRY, "--endpoint", proxy.url + "/v1/chat/completions", "--model",
+        str(target), "--dataset", "data.jsonl", "--outfile", "out.jsonl", "--concurrency", "1",
+        "--max-tokens", str(regen_data.MAX_TOKENS), "--resume",
+    )  # fmt: skip
+    runs = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
+    outcomes = [(run.wait(timeout=900), *run.communicate()) for run in runs]
+    codes = sorted(code for code, _, _ in outcomes)
+    assert codes == [0, 1], [(c, e[-2000:]) for c, _, e in outcomes]
+    refused = next(err for code, _, err in outcomes if code == 1).strip().splitlines()[-1]
+    assert refused.startswith(f"{ERROR}another regenerate-responses run is writing"), refused
+    per_id = Counter(row["primary_id"] for row in rows_of(tmp_path / "out.jsonl"))
+    assert per_id == {row["id"]: 1 for row in chats}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_sigkill_then_resume_drops_the_torn_line_and_keeps_the_rows(
+    release: str, proxy: Any, target: Path, tmp_path: Path
+) -> None:
+    chats = _chats("kill", 10)
+    _write(tmp_path / "data.jsonl", chats)
+    command, env = release_command(
+        release, *ENTRY, "--endpoint", proxy.url + "/v1/chat/completions", "--model",
+        str(target), "--dataset", "data.jsonl", "--outfile", "out.jsonl", "--concurrency", "1",
+        "--max-tokens", str(regen_data.MAX_TOKENS),
+    )  # fmt: skip
+    run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    partial = tmp_path / "out.partial.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and run.poll() is None:
+        if partial.exists() and len(partial.read_bytes().splitlines()) >= 2:
+            break
+        time.sleep(0.1)
+    assert run.poll() is None, "the run ended before it was killed"
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    torn = b'{"id": "kill-9_gen0", "primary_id": "kill-9", "input_ids": [1, 2'
+    with partial.open("ab") as file:  # what a kill in the middle of a write leaves
+        file.write(torn)
+    earlier = partial.read_bytes()[: -len(torn)]
+    resumed = subprocess.run([*command, "--resume"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=900)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    out = (tmp_path / "out.jsonl").read_bytes()
+    assert out.startswith(earlier)  # the earlier rows are not rewritten
+    per_id = Counter(row["primary_id"] for row in rows_of(tmp_path / "out.jsonl"))
+    assert per_id == {row["id"]: 1 for row in chats}
+    assert (tmp_path / "out.torn.jsonl").read_bytes() == torn + b"\n"
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    assert report["torn_rows"] == 1 and report["conversations_in"] == len(chats)
+    assert report["regenerated"] + report["already_done"] == len(chats)
+    assert "1 torn last line dropped from the earlier output" in resumed.stdout

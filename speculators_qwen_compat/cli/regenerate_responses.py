@@ -1,8 +1,10 @@
 """``python -m speculators_qwen_compat.regenerate_responses ARGS``: on-policy replies, fixed.
 
-0.8+: upstream's ``speculators regenerate-responses`` typer command with its own flags, with the
-regenerate fixes on (fixes/regenerate/: every conversation regenerated or counted by reason, a
-server fault fails the run with one line, no silent append; README "On-policy replies").
+0.8+: upstream's ``speculators regenerate-responses`` typer command with its own flags (and the
+two the run fix adds: ``--request-timeout``, ``--max-consecutive-failures``), with the
+regenerate fixes on (fixes/regenerate/ over regenerate/: every conversation regenerated or
+counted once by reason, one bad request counted without ending the run, a server fault fails it
+with one line, one writer per output, resume never deletes; docs/regenerate-responses.md).
 <= 0.7: the command is the git-only ``scripts/response_regeneration/script.py``; it is found as
 ``train`` finds its trainer (``--script PATH`` or ``SPECULATORS_REPO``) and run as it is: its
 code is a script, not an importable module, so none of the fixes reach it.

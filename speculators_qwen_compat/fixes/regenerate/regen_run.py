@@ -1,52 +1,61 @@
-"""Fix: a regenerate-responses run ends with what it did, fails loudly on faults and never appends.
+"""Fix: a regenerate-responses run survives one bad request, never loses an earlier output, and
+ends with what it did.
 
 Target: ``speculators.cli.regenerate_responses._run`` (0.8.1 :690, 0.9.0 :690; docs/upstream.md
-"Regenerate responses"), the coroutine ``regenerate_responses`` runs. Upstream exits 0 whatever
-happened (every conversation in the errors file, or no server at all), opens ``--outfile`` for
-appending (a rerun without ``--resume`` duplicates every row) and its ``--max-tokens`` help does
-not say that it also caps prompt + completion. Here:
+"Regenerate responses"), the coroutine the typer command ``regenerate_responses`` runs, and
+``_post_chat`` (:286, upstream's retries around it). Upstream exits 0 whatever happened, appends
+to ``--outfile``, has no read timeout (``sock_read=None``) and its ``--max-tokens`` help does not
+say it caps prompt + completion. Here (docs/regenerate-responses.md; code in
+speculators_qwen_compat/regenerate/):
 
-- an existing ``--outfile`` without ``--resume`` is refused with one line, before anything;
-- upstream writes ``NAME.partial.jsonl`` (errors: ``NAME.partial.errors.jsonl``), renamed to
-  ``--outfile`` when the run ends; ``--resume`` continues a partial file (or a finished one);
-- a server fault (regen_loop.py) or more than ERROR_LIMIT conversations failing with a bug
-  cancel every worker at once: one line saying what was done, where the partial output is and
-  how to resume, exit 1;
-- the run ends with ``regenerated N of M conversations (R rows); cut short ...; skipped ...;
-  failed ...`` and ``NAME.report.json`` beside ``--outfile``; a run that wrote no row fails;
-- ``--help`` says what ``--max-tokens`` caps (the typer option's help text, ``regenerate_
-  responses``'s ``max_tokens`` annotation).
+- the files: regenerate/output.py (partial file, one writer's lock, torn last line, resume
+  that never rewrites or deletes an earlier output, the final rename);
+- ``--request-timeout SECONDS`` bounds each try of ``_post_chat`` (upstream retries it) and
+  ``--max-consecutive-failures N`` stops a run whose requests all fail (regenerate/loop.py,
+  state.py): two options added to upstream's typer command, shown in its ``--help``;
+- a server fault, the consecutive-failure limit or more than ERROR_LIMIT bugs cancel every
+  worker at once: one line saying what was done, where the rows are and how to resume, exit 1;
+- every conversation counted once (regenerate/tally.py): the line ``regenerated N of M
+  conversations (R rows); cut short ...; skipped ...; failed ...`` and ``NAME.report.json``,
+  written last, agreeing with the exit code and the files.
 Shape needed: ``_run`` taking ``endpoint``, ``model``, ``dataset_name``, ``outfile``, ``resume``,
-``max_tokens``; ``load_seen``, ``detect_model``, ``sanitize_filename``; ``regenerate_responses``
-with a ``max_tokens`` option.
+``max_tokens``, ``limit``; ``load_seen``, ``detect_model``, ``sanitize_filename``,
+``with_retries``, ``_post_chat`` (a ``with_retries`` wrapper with ``__wrapped__``);
+``regenerate_responses`` with a ``max_tokens`` option.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
+import json
 import os
 import sys
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind, call
-from speculators_qwen_compat.data import regen_state
-from speculators_qwen_compat.data.regen_tally import RegenTally, write_report
+from speculators_qwen_compat.regenerate import output as files
+from speculators_qwen_compat.regenerate import state as regen_state
+from speculators_qwen_compat.regenerate.tally import RegenTally, write_report
 
 RUN = Target(
     CLI_REGENERATE,
     "_run",
-    params=("endpoint", "model", "dataset_name", "outfile", "resume", "max_tokens"),
+    params=("endpoint", "model", "dataset_name", "outfile", "resume", "max_tokens", "limit"),
 )
 LOAD_SEEN = Target(CLI_REGENERATE, "load_seen", params=("path",))
 DETECT_MODEL = Target(CLI_REGENERATE, "detect_model", params=("endpoint",))
 SANITIZE = Target(CLI_REGENERATE, "sanitize_filename", params=("name",))
 COMMAND = Target(CLI_REGENERATE, "regenerate_responses", params=("max_tokens",))
+RETRIES = Target(CLI_REGENERATE, "with_retries", params=("fn",))
+POST_CHAT = Target(CLI_REGENERATE, "_post_chat", params=("session", "endpoint", "payload"))
 PRESETS = Target(CLI_REGENERATE, "DATASET_CONFIGS", kind=ANY, optional=True)
 ERROR_PREFIX = "speculators_qwen_compat: error: "
 MAX_TOKENS_HELP = (
@@ -54,16 +63,28 @@ MAX_TOKENS_HELP = (
     "once a request's prompt + reply exceed it, so it caps prompt + completion too (counted "
     "as cut short; a conversation whose first prompt alone reaches it is warned about)"
 )
+TIMEOUT_HELP = (
+    "Seconds one try of one request may take before it is retried (--max-retries); after the "
+    "last try the server is asked whether it is alive: alive, the conversation is counted "
+    "failed and the run goes on"
+)
+CONSECUTIVE_HELP = (
+    "Stop the run (exit 1, resumable) when this many conversations in a row failed while the "
+    "server answered /v1/models (0: never)"
+)
 
 
 class RegenRunFix(Fix):
     name = "regen_run"
-    summary = "regenerate-responses: refuse appends, fail on server faults, summary and report"
+    summary = (
+        "regenerate-responses: one writer, resume keeps earlier rows, a request's fault is not "
+        "the run's, every conversation counted"
+    )
     modules = (CLI_REGENERATE,)
     shapes = (
         Shape(
             "_run staged, guarded and counted",
-            (RUN, LOAD_SEEN, DETECT_MODEL, SANITIZE, COMMAND, PRESETS),
+            (RUN, LOAD_SEEN, DETECT_MODEL, SANITIZE, COMMAND, RETRIES, POST_CHAT, PRESETS),
         ),
     )
     applies_on = Span("0.8.1", "0.9.0")
@@ -75,9 +96,71 @@ class RegenRunFix(Fix):
             return _guarded_run(wrapped, args, kwargs, module)
 
         patcher.wrap(*found.place(RUN), run)
-        option = _max_tokens_option(found.get(COMMAND))
+        command = found.get(COMMAND)
+        option = _max_tokens_option(command)
         if option is not None:
             patcher.replace(option, "help", MAX_TOKENS_HELP)
+        patcher.replace(module, "regenerate_responses", with_run_options(command))
+        post_chat = found.get(POST_CHAT)
+        inner = getattr(post_chat, "__wrapped__", None)
+        if inner is not None:
+            patcher.replace(module, "_post_chat", found.get(RETRIES)(timed(inner)))
+
+
+def timed(post_chat: Any) -> Any:
+    """One try of upstream's ``_post_chat`` bounded by ``--request-timeout`` (its retries
+    around it are upstream's)."""
+
+    @functools.wraps(post_chat)
+    async def one_try(*args: Any, **kwargs: Any) -> Any:
+        timeout = regen_state.SETTINGS.request_timeout
+        if regen_state.current() is None or not timeout:
+            return await post_chat(*args, **kwargs)
+        return await asyncio.wait_for(post_chat(*args, **kwargs), timeout)
+
+    return one_try
+
+
+def with_run_options(command: Any) -> Any:
+    """Upstream's typer command with ``--request-timeout`` and ``--max-consecutive-failures``
+    added to its signature (typer reads both ``__signature__`` and the annotations)."""
+    import typer
+
+    signature = inspect.signature(command)
+    added = {
+        "request_timeout": (
+            Annotated[float, typer.Option(help=TIMEOUT_HELP, min=1.0)],
+            regen_state.DEFAULT_REQUEST_TIMEOUT,
+        ),
+        "max_consecutive_failures": (
+            Annotated[int, typer.Option(help=CONSECUTIVE_HELP, min=0)],
+            regen_state.DEFAULT_MAX_CONSECUTIVE,
+        ),
+    }
+
+    @functools.wraps(command)
+    def regenerate_responses(*args: Any, **kwargs: Any) -> Any:
+        regen_state.SETTINGS.request_timeout = float(
+            kwargs.pop("request_timeout", regen_state.DEFAULT_REQUEST_TIMEOUT)
+        )
+        regen_state.SETTINGS.max_consecutive_failures = int(
+            kwargs.pop("max_consecutive_failures", regen_state.DEFAULT_MAX_CONSECUTIVE)
+        )
+        return command(*args, **kwargs)
+
+    parameters = list(signature.parameters.values())
+    for name, (annotation, default) in added.items():
+        parameters.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default
+            )
+        )
+    regenerate_responses.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    regenerate_responses.__annotations__ = {
+        **typing.get_type_hints(command, include_extras=True),
+        **{name: annotation for name, (annotation, _) in added.items()},
+    }
+    return regenerate_responses
 
 
 def _max_tokens_option(command: Any) -> Any:
@@ -88,16 +171,6 @@ def _max_tokens_option(command: Any) -> Any:
             if hasattr(meta, "help"):
                 return meta
     return None
-
-
-def partial_path(outfile: Path) -> Path:
-    """Where upstream writes until the run ends: ``out.jsonl`` -> ``out.partial.jsonl``."""
-    return outfile.with_name(f"{outfile.stem}.partial{outfile.suffix or '.jsonl'}")
-
-
-def errors_path(outfile: Path) -> Path:
-    """Upstream's errors file for an output file (0.8.1 :747, 0.9.0 :741)."""
-    return outfile.with_name(f"{outfile.stem}.errors{outfile.suffix or '.jsonl'}")
 
 
 async def _guarded_run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
@@ -123,81 +196,116 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
                 "nothing was done: start the server or fix --endpoint"
             ) from exc
     final = Path(arguments["outfile"] or _default_outfile(module, arguments))
-    partial = partial_path(final)
-    _take_over(final, partial, bool(arguments["resume"]))
-    arguments["outfile"] = str(partial)
+    output = files.take(final, bool(arguments["resume"]))
+    try:
+        await _locked_run(wrapped, bound, module, output)
+    finally:
+        output.release()
+
+
+async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Output) -> None:
+    arguments = bound.arguments
+    endpoint = arguments["endpoint"]
+    arguments["outfile"] = str(output.partial)
     state = regen_state.open_run()
     state.max_tokens = arguments["max_tokens"]
+    state.endpoint = endpoint
+    tally = state.tally
+    tally.torn_rows = output.torn
     if arguments["resume"]:
-        state.seen = module.load_seen(str(partial))
+        state.seen = module.load_seen(str(output.partial))
     task = asyncio.ensure_future(call(wrapped, bound))
     waiter = asyncio.ensure_future(state.wake.wait())
-    finished = False
+    failure: BaseException | None = None
     try:
         await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done():  # a fault or the error limit: stop every worker now
+        if not task.done():  # a fault or a limit: stop every worker now
             await _cancel_all(task)
         else:
-            try:
-                task.result()  # upstream's own exception, if any
-            except BaseException:
-                _drop_if_empty(partial)  # nothing to resume: the next run starts afresh
-                raise
-        if state.stop is None:
-            finished = True
+            failure = task.exception()
     finally:
         waiter.cancel()
         regen_state.close_run()
-        write_report(
-            final, state.tally, complete=finished, output=str(final if finished else partial),
-            errors_file=str(errors_path(final if finished else partial)),
-        )  # fmt: skip
+    if failure is not None or state.stop is not None:
+        tally.conversations_in = max(
+            tally.conversations_in, _rows_in(arguments["dataset_name"], arguments["limit"])
+        )
+        tally.not_reached = max(0, tally.conversations_in - tally.counted())
+    if failure is not None:
+        _end(output, tally, complete=False, code=1, rows_at=_stopped_files(output))
+        raise failure
     if state.stop is not None:
-        raise CompatError(_stopped(state, endpoint, partial, final))
-    _finish(state.tally, final, partial)
+        rows_at = _stopped_files(output)
+        message = _stopped(state, endpoint, output, rows_at)
+        _end(output, tally, complete=False, code=1, rows_at=rows_at)
+        raise CompatError(message)
+    _finish(output, tally)
 
 
-def _finish(tally: RegenTally, final: Path, partial: Path) -> None:
-    if tally.rows_out == 0 and tally.resumed == 0:
-        kept = errors_path(partial).exists() and errors_path(partial).stat().st_size > 0
-        for path in (partial, errors_path(partial)):
-            with contextlib.suppress(FileNotFoundError):
-                if not (kept and path == errors_path(partial)):
-                    path.unlink()
-        where = f"; each failure is in {errors_path(partial)}" if kept else ""
+def _finish(output: files.Output, tally: RegenTally) -> None:
+    """The run read every conversation: publish, or leave an earlier output as it was."""
+    final = output.final
+    failed = sum(tally.failed.values())
+    if output.added() or (output.earlier and not output.from_final and not failed):
+        files.publish(output)
+        _end(output, tally, complete=True, code=0, rows_at=final)
+        print(f"{tally.summary()}; wrote {final}", flush=True)
+        return
+    where = files.restore(output)
+    errors = files.errors_path(where or output.partial)
+    noted = f"; each failure is in {errors}" if errors.exists() and errors.stat().st_size else ""
+    if where is None:
+        _end(output, tally, complete=True, code=1, rows_at=None)
         raise CompatError(
             f"no conversation was regenerated ({tally.summary()}); nothing was written to "
-            f"{final}{where}"
+            f"{final}{noted}"
         )
-    partial.replace(final)
-    if errors_path(partial).exists():
-        errors_path(partial).replace(errors_path(final))
-    print(f"{tally.summary()}; wrote {final}", flush=True)
-
-
-def _take_over(final: Path, partial: Path, resume: bool) -> None:
-    """Refuse what would be appended to silently; on --resume continue the file in place."""
-    if not resume:
-        for path, what in ((final, "the output of an earlier run"),
-                           (partial, "the rows of an interrupted run")):  # fmt: skip
-            if path.exists():
-                raise CompatError(
-                    f"{path} already exists ({what}); speculators would append a second copy "
-                    "of every row: pass --resume to regenerate only the conversations missing "
-                    "from it, or remove it"
-                )
-        with contextlib.suppress(FileNotFoundError):
-            errors_path(partial).unlink()
-        return
-    if final.exists() and partial.exists():
+    if failed:
+        _end(output, tally, complete=True, code=1, rows_at=where)
         raise CompatError(
-            f"both {final} and {partial} exist: keep the one to resume and remove the other"
+            f"nothing new was regenerated ({tally.summary()}); the earlier rows in {where} are "
+            f"as they were{noted}"
         )
-    if final.exists():
-        final.replace(partial)
-    for stale in (errors_path(final), errors_path(partial)):  # their conversations are retried
-        with contextlib.suppress(FileNotFoundError):
-            stale.unlink()
+    _end(output, tally, complete=True, code=0, rows_at=where)
+    print(f"{tally.summary()}; nothing new: {where} is as it was", flush=True)
+
+
+def _stopped_files(output: files.Output) -> Path | None:
+    """A stopped run: its rows stay in the partial file; with none added, an earlier output is
+    put back as it was."""
+    if output.added():
+        return output.partial
+    return files.restore(output)
+
+
+def _end(
+    output: files.Output, tally: RegenTally, *, complete: bool, code: int, rows_at: Path | None
+) -> None:
+    """The report, the run's last write: what was counted, the exit code, where the rows are."""
+    errors = [
+        str(p)
+        for p in (files.errors_path(output.final), files.errors_path(output.partial))
+        if p.exists() and p.stat().st_size
+    ]
+    write_report(
+        output.final, tally, complete=complete, exit_code=code,
+        output=str(rows_at) if rows_at else None, errors_file=errors[0] if errors else None,
+    )  # fmt: skip
+
+
+def _rows_in(dataset: str, limit: int | None) -> int:
+    """Conversations in a local ``--dataset`` file (at most ``--limit``), for ``not_reached``;
+    0 for a preset (not read again)."""
+    path = Path(str(dataset))
+    count = 0
+    with contextlib.suppress(OSError, ValueError):
+        if path.suffix.lower() == ".jsonl":
+            with path.open(encoding="utf-8") as file:
+                count = sum(1 for line in file if line.strip())
+        elif path.suffix.lower() == ".json":
+            value = json.loads(path.read_text(encoding="utf-8"))
+            count = len(value) if isinstance(value, list) else 1
+    return min(count, limit) if limit is not None else count
 
 
 async def _cancel_all(task: asyncio.Task) -> None:
@@ -211,35 +319,31 @@ async def _cancel_all(task: asyncio.Task) -> None:
         await task
 
 
-def _stopped(state: regen_state.RunState, endpoint: str, partial: Path, final: Path) -> str:
+def _stopped(
+    state: regen_state.RunState, endpoint: str, output: files.Output, rows_at: Path | None
+) -> str:
     tally = state.tally
-    done = tally.regenerated + sum(tally.cut_short.values())
     if state.first_trace and os.environ.get(DEBUG_ENV, "") not in ("", "0"):
         sys.stderr.write(state.first_trace)
     head = state.stop or ""
     if state.server_fault:
         head = f"the vLLM server at {endpoint} failed: {head}"
-    if _drop_if_empty(partial):
+    if rows_at is None:
         return f"{head}; no row was written; {tally.summary()}; fix it and rerun the same command"
+    if rows_at == output.final:
+        return (
+            f"{head}; nothing was added, {output.final} is as it was; {tally.summary()}; fix it "
+            "and rerun the same command"
+        )
     return (
-        f"{head}; the rows of the {done} conversations done are in {partial} (partial); "
-        f"{tally.summary()}; fix it and rerun the same command with --resume to finish into "
-        f"{final}"
+        f"{head}; the rows are in {output.partial} (partial); {tally.summary()}; fix it and "
+        f"rerun the same command with --resume to finish into {output.final}"
     )
 
 
-def _drop_if_empty(partial: Path) -> bool:
-    """Remove a partial output (and its errors file) that holds no row; whether it was empty."""
-    if partial.exists() and partial.stat().st_size:
-        return False
-    for path in (partial, errors_path(partial)):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-    return True
-
-
 def _default_outfile(module: Any, arguments: dict[str, Any]) -> str:
-    """Upstream's own name for an omitted --outfile (0.9.0 :731): SOURCE_MODEL.jsonl."""
+    """Upstream's name for an omitted --outfile (0.9.0 :731, computed inline in ``_run``, no
+    function to call): SOURCE_MODEL.jsonl through upstream's ``sanitize_filename``."""
     model = str(arguments["model"])
     dataset = str(arguments["dataset_name"])
     presets = getattr(module, "DATASET_CONFIGS", {}) or {}

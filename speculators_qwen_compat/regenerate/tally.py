@@ -1,16 +1,25 @@
-"""What one regenerate-responses run did with each conversation, its summary line and report.
+"""What one regenerate-responses run did with each conversation: its summary line and report.json.
 
-Every conversation read ends in exactly one of: regenerated (every step answered), cut short
-(the rows of its finished steps are written; the reason says why it stopped), skipped before any
-request (the normaliser or the target's template rejects it), failed (no row: the server refused
-its first request for its content, or its first reply could not be used), or already in
-``--outfile`` (``--resume``). ``conversations_in`` is their sum. A fault of the server is none of
-these: it ends the run (fixes/regenerate/regen_run.py).
+Target: speculators 0.8.1/0.9.0 ``regenerate-responses`` (docs/regenerate-responses.md
+"Counting"). Why: upstream prints "Pipeline complete" with an ok/err tally that does not say what
+became of each conversation. Every conversation read ends in exactly one category:
+
+- ``regenerated``: every step answered; ``cut_short``: the rows of its answered steps are
+  written (a reply cut at --max-tokens, still thinking included), the reason says where it stopped;
+- ``skipped``: no request was sent (the normaliser or the target's template rejects what would
+  be sent), by reason; ``failed``: no row (the server refused its first request, or a request
+  outlived its retries while the server stayed alive), by status or reason;
+- ``already_done``: in the output already (``--resume``);
+- ``not_reached``: read or not, never finished because the run stopped (a server fault, the
+  consecutive-failure limit); counted from the input's size when the run stops.
+
+``conversations_in`` is their sum, in the printed line and in the report alike.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +29,8 @@ from typing import Any
 #: speculators or in this package) fail the run, as prepare_data's limit (run_report.py).
 ERROR_LIMIT = 3
 REPORT_SUFFIX = ".report.json"
+#: the failed reason of a conversation lost to an error that is not a data problem (a bug)
+BUG = "error (not a data problem)"
 
 
 @dataclass
@@ -27,19 +38,34 @@ class RegenTally:
     conversations_in: int = 0
     regenerated: int = 0
     resumed: int = 0
+    not_reached: int = 0
     rows_out: int = 0
     cut_short: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)
     warnings: Counter[str] = field(default_factory=Counter)
-    #: failures that are not the data's (a bug): past ERROR_LIMIT the run fails
+    #: failures that are not the data's (a bug, also counted under ``failed``): past ERROR_LIMIT
+    #: the run fails
     errors: int = 0
     first_error: str = ""
+    #: rows a killed run left half written at the end of the output (``--resume`` drops them)
+    torn_rows: int = 0
+
+    def counted(self) -> int:
+        """Conversations in one category so far (``conversations_in`` once the run ends)."""
+        return (
+            self.regenerated
+            + sum(self.cut_short.values())
+            + sum(self.skipped.values())
+            + sum(self.failed.values())
+            + self.resumed
+            + self.not_reached
+        )
 
     def summary(self) -> str:
         """``regenerated N of M conversations (R rows); cut short C: ...; skipped K: ...;
-        failed J: ...``"""
+        failed J: ...[; A already in the output (--resume)][; U not reached (run stopped)]``"""
         line = (
             f"regenerated {self.regenerated} of {self.conversations_in} conversations "
             f"({self.rows_out} rows)"
@@ -54,6 +80,10 @@ class RegenTally:
                 line += ": " + ", ".join(f'{n} x "{r}"' for r, n in counts.most_common(6))
         if self.resumed:
             line += f"; {self.resumed} already in the output (--resume)"
+        if self.not_reached:
+            line += f"; {self.not_reached} not reached (run stopped)"
+        if self.torn_rows:
+            line += f"; {self.torn_rows} torn last line dropped from the earlier output"
         for text, count in self.notes.most_common():
             line += f"; {count} {text}"
         for text, count in self.warnings.most_common():
@@ -69,7 +99,9 @@ class RegenTally:
             "skipped": dict(self.skipped.most_common()),
             "failed": dict(self.failed.most_common()),
             "already_done": self.resumed,
+            "not_reached": self.not_reached,
             "errors": self.errors,
+            "torn_rows": self.torn_rows,
             "notes": dict(self.notes.most_common()),
             "warnings": dict(self.warnings.most_common()),
             **extra,
@@ -82,7 +114,10 @@ def report_path(outfile: Path) -> Path:
 
 
 def write_report(outfile: Path, tally: RegenTally, **extra: Any) -> Path:
+    """Write the report whole (a temporary file renamed over it): it is the run's last act."""
     path = report_path(outfile)
     text = json.dumps(tally.report(**extra), indent=2, ensure_ascii=False) + "\n"
-    path.write_text(text, encoding="utf-8")
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, path)
     return path

@@ -1,0 +1,334 @@
+"""One conversation regenerated step by step, and what each failed request means.
+
+Target: speculators 0.8.1/0.9.0 ``regenerate_conversation`` (``cli/regenerate_responses.py``
+:411, docs/upstream.md "Regenerate responses"), replaced for planned rows by
+fixes/regenerate/regen_replies.py. Why: upstream pairs tool results by position, drops
+reasoning from the prompts it sends back, loses a conversation whose reply is still thinking at
+``--max-tokens`` and ends nothing but the conversation on a fault of the server. Here:
+
+- the plan's template pre-check (plan.py) runs first, in a thread: never on the event loop
+  that feeds the requests; a conversation it rejects is counted skipped, no request sent;
+- each reply is one boundary row built by upstream's ``_sample_from_response``; a reply still
+  thinking at ``--max-tokens`` is a row too (every sampled token; counted cut short);
+- the target's tool calls are answered with the data's cached results paired by tool name,
+  through upstream's ``_tool_result_message``; a call the data has no result for ends the
+  conversation there, counted by reason;
+- the assistant turns sent back carry the reply's reasoning under ``reasoning`` and
+  ``reasoning_content`` (vLLM versions copy one or the other; Qwen3.6's template reads the
+  second);
+- a refusal of the request for its content (400/413/422) is the conversation's; the same
+  refusal for every tool conversation is the server's set-up (no tool parser): the run fails
+  naming the flags;
+- a 5xx, 408/429 or a try past ``--request-timeout`` after upstream's retries: the server is
+  asked whether it is alive (``/v1/models``); alive, the conversation is counted failed with the
+  status and the run goes on (state.py stops it after ``--max-consecutive-failures`` in a row);
+  not alive, or 401/403/404/405 or a reply without token ids: the run stops (a server fault).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from speculators_qwen_compat.regenerate import state as run_state
+from speculators_qwen_compat.regenerate.plan import Plan, Step
+
+STILL_THINKING = "reply still thinking at --max-tokens (kept)"
+REPLY_CUT = "reply cut at --max-tokens"
+TOTAL_REACHED = "prompt + reply above --max-tokens (speculators stops the conversation there)"
+EMPTY_REPLY = "empty reply"
+NO_RESULT = "the target called {name!r}; the data has no result for it"
+TOOL_FLAGS = "--enable-auto-tool-choice --tool-call-parser"
+NO_TOOL_PARSER = (
+    "the server refuses every conversation with tools alike ({reason}): serve the target with "
+    f"{TOOL_FLAGS} qwen3_coder (Qwen3.5/3.6) and rerun with --resume"
+)
+#: tool conversations refused with the same message, none answered: the server's set-up
+ALIKE_REFUSALS = 3
+#: HTTP statuses that refuse a request for its content (the conversation's fault).
+REFUSALS = (400, 413, 422)
+#: statuses upstream retries (vllm_client ``with_retries``; ``_post_chat`` :281)
+TRANSIENT = (408, 409, 425, 429)
+PROBE_TIMEOUT = 15.0
+_STATUS = re.compile(r"HTTP (\d{3}) from ")
+_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
+
+Post = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+Probe = Callable[[], Awaitable[bool]]
+
+
+class Refused(Exception):
+    """The server refused one request for its content; the message is the server's reason."""
+
+
+class Unanswered(Exception):
+    """A request outlived its retries (5xx, 408/429, a timeout, a dropped connection)."""
+
+
+class NoTokenIds(Exception):
+    """The endpoint answered without token ids: not vLLM, or too old. A fault, not data."""
+
+
+class NothingRegenerated(ValueError):
+    """No row could be written for the conversation; upstream's worker puts it in the errors
+    file, and it is counted as failed by this reason."""
+
+
+async def regenerate(
+    post_fn: Post,
+    item: dict[str, Any],
+    *,
+    model: str,
+    max_tokens: int,
+    sampling_params: dict[str, Any],
+    samples: list[dict[str, Any]],
+    sample_from_response: Callable[..., tuple[dict[str, Any], dict[str, Any], Any]],
+    tool_result_message: Callable[[dict[str, Any], Any], dict[str, Any]],
+    sample_args: dict[str, Any],
+    overrides: dict[str, Any],
+    probe: Probe | None = None,
+) -> bool:
+    """Regenerate ``item["turns"]`` (a Plan) into ``samples``; True when cut short. Raises when
+    nothing could be written (the conversation goes to upstream's errors file, counted)."""
+    plan: Plan = item["turns"]
+    tally = run_state.tally()
+    if plan.pending is not None:
+        skip = await asyncio.to_thread(plan.check)
+        if skip:
+            tally.skipped[skip] += 1
+            return False
+    _warn_long(plan, item)
+    recorded = {**sampling_params, **overrides}
+    prefix: list[dict[str, Any]] = []
+    reason = None
+    try:
+        for step in plan:
+            prefix.extend(step.lead)
+            reason = await _step(
+                post_fn, step, prefix, item, model, max_tokens, recorded, samples,
+                sample_from_response, tool_result_message, sample_args,
+            )  # fmt: skip
+            if reason:
+                break
+        else:
+            reason = plan.stop_reason
+    except Refused as exc:
+        reason = str(exc)
+        if item.get("tools") and not samples:
+            _tool_refusal(reason)
+    except Unanswered as exc:
+        if probe is None or not await probe():
+            await run_state.fault(f"{exc}; the server does not answer {_models_hint()}")
+            raise
+        if not samples:
+            run_state.failed_by_server(str(exc))
+            raise NothingRegenerated(str(exc)) from exc
+        reason = str(exc)
+    except Exception as exc:
+        fault = fault_of(exc)
+        if fault is not None:
+            await run_state.fault(fault)  # ends the run; returns only when none is open
+        else:
+            run_state.count_error(exc)  # a bug, not the data: limited like prepare_data's
+        raise
+    if not samples:
+        reason = reason or EMPTY_REPLY
+        tally.failed[reason] += 1
+        raise NothingRegenerated(reason)
+    run_state.answered()
+    tally.rows_out += len(samples)
+    if reason:
+        tally.cut_short[reason] += 1
+    else:
+        tally.regenerated += 1
+    return bool(reason)
+
+
+def _warn_long(plan: Plan, item: dict[str, Any]) -> None:
+    """Count a first prompt at or above ``--max-tokens`` (only its first reply can come back)."""
+    state = run_state.current()
+    limit = state.max_tokens if state is not None else None
+    if limit and plan and plan[0].prompt_tokens >= limit:
+        run_state.tally().warnings[LONG_PROMPT] += 1
+
+
+LONG_PROMPT = "conversations whose first prompt alone reaches --max-tokens"
+
+
+async def _step(
+    post_fn: Post,
+    step: Step,
+    prefix: list[dict[str, Any]],
+    item: dict[str, Any],
+    model: str,
+    max_tokens: int,
+    recorded: dict[str, Any],
+    samples: list[dict[str, Any]],
+    sample_from_response: Callable[..., tuple[dict[str, Any], dict[str, Any], Any]],
+    tool_result_message: Callable[[dict[str, Any], Any], dict[str, Any]],
+    sample_args: dict[str, Any],
+) -> str | None:
+    """Ask for one step's reply (and the tool loop after it); the reason it stopped the
+    conversation, or None when the step ended in an answer."""
+    results = list(step.results)
+    while True:
+        payload: dict[str, Any] = {
+            **recorded,
+            "model": model,
+            "messages": prefix,
+            "max_tokens": max_tokens,
+            "return_token_ids": True,
+        }
+        if item.get("tools"):
+            payload["tools"] = item["tools"]
+            payload["tool_choice"] = "auto"
+        data = await _post(post_fn, payload)
+        if item.get("tools"):
+            _tools_answered()
+        choice = (data.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        calls = message.get("tool_calls")
+        reasoning = message.get("reasoning") or message.get("reasoning_content")
+        thinking = not message.get("content") and not calls
+        if thinking and choice.get("finish_reason") != "length":
+            return EMPTY_REPLY
+        if not data.get("prompt_token_ids") or not choice.get("token_ids"):
+            raise NoTokenIds("the server's reply has no token ids (it must be vLLM, which "
+                             "returns them for return_token_ids)")  # fmt: skip
+        if thinking:  # every sampled token is a row: upstream would call it empty
+            shown = {**message, "content": reasoning or "(cut)"}
+            data = {**data, "choices": [{**choice, "message": shown}, *data["choices"][1:]]}
+        sample, assistant, calls = sample_from_response(
+            data, sample_index=len(samples), sampling_params=recorded, **sample_args
+        )
+        samples.append(sample)
+        if thinking:
+            return STILL_THINKING
+        if reasoning:
+            assistant = {**assistant, "reasoning": reasoning, "reasoning_content": reasoning}
+        prefix.append(assistant)
+        if choice.get("finish_reason") == "length":
+            return REPLY_CUT
+        total = len(data.get("prompt_token_ids") or []) + len(choice.get("token_ids") or [])
+        if total > max_tokens:
+            return TOTAL_REACHED
+        if not calls:
+            return None
+        for call in calls:
+            name = (call.get("function") or {}).get("name")
+            result = next((r for r in results if r.name == name), None)
+            if result is None:
+                return NO_RESULT.format(name=name)
+            results.remove(result)
+            prefix.append(tool_result_message(call, result.content))
+
+
+async def _post(post_fn: Post, payload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return await post_fn(payload)
+    except Exception as exc:
+        status = status_of(exc)
+        if status in REFUSALS:
+            raise Refused(_server_reason(str(exc), status)) from exc
+        unanswered = unanswered_reason(exc)
+        if unanswered is not None:
+            raise Unanswered(unanswered) from exc
+        raise
+
+
+def unanswered_reason(exc: BaseException) -> str | None:
+    """The failed reason of a request that outlived its retries (module docstring), or None."""
+    status = status_of(exc)
+    if status is not None:
+        if status >= 500 or status in TRANSIENT:
+            return f"HTTP {status} after every retry"
+        return None
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        timeout = run_state.SETTINGS.request_timeout
+        return f"no answer within --request-timeout {timeout:g} s, after every retry"
+    import aiohttp
+
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
+        return f"{type(exc).__name__} after every retry"
+    return None
+
+
+def fault_of(exc: BaseException) -> str | None:
+    """What went wrong with the server when it ends the run at once (401/403/404/405, no token
+    ids), or None when ``exc`` is the conversation's (a refusal) or a bug."""
+    if isinstance(exc, NoTokenIds):
+        return str(exc)
+    status = status_of(exc)
+    if status is not None and status not in REFUSALS and unanswered_reason(exc) is None:
+        return " ".join(str(exc).split())[:300]
+    return None
+
+
+def _models_hint() -> str:
+    state = run_state.current()
+    endpoint = state.endpoint if state is not None else ""
+    return f"at {models_url(endpoint)}" if endpoint else "on /v1/models"
+
+
+def models_url(endpoint: str) -> str:
+    """``/v1/models`` of a chat-completions endpoint (as upstream's ``detect_model`` derives)."""
+    if "/v1/" in endpoint:
+        return endpoint.split("/v1/", 1)[0] + "/v1/models"
+    return endpoint.rstrip("/") + "/v1/models"
+
+
+async def probe_alive(endpoint: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether the server at ``endpoint`` answers ``/v1/models`` (else ``/health``) with 200."""
+    import aiohttp
+
+    base = models_url(endpoint).rsplit("/v1/models", 1)[0]
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
+            for url in (base + "/v1/models", base + "/health"):
+                try:
+                    async with s.get(url) as response:
+                        if response.status == 200:
+                            return True
+                except aiohttp.ClientResponseError:
+                    continue
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        return False
+    return False
+
+
+def _tools_answered() -> None:
+    state = run_state.current()
+    if state is not None:
+        state.tools_answered = True
+
+
+def _tool_refusal(reason: str) -> None:
+    """A tool conversation's first request refused: the same words for every one of them, and
+    none answered, is a server without a tool parser (module docstring)."""
+    state = run_state.current()
+    if state is None or state.tools_answered:
+        return
+    state.tool_refusals[reason] = state.tool_refusals.get(reason, 0) + 1
+    flagged = "tool-call-parser" in reason or "auto-tool-choice" in reason
+    if flagged or state.tool_refusals[reason] >= ALIKE_REFUSALS:
+        run_state.end_run(NO_TOOL_PARSER.format(reason=reason), server_fault=False)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of upstream's ``_post_chat`` error (``HTTP 404 from URL: body``)."""
+    match = _STATUS.search(str(exc))
+    return int(match.group(1)) if match else None
+
+
+def _server_reason(text: str, status: int) -> str:
+    """vLLM's error message (for a template error, the template's words), else the status."""
+    match = _MESSAGE.search(text)
+    if match:
+        try:
+            return " ".join(json.loads(f'"{match.group(1)}"').split())[:200]
+        except ValueError:
+            return " ".join(match.group(1).split())[:200]
+    return f"the server refused the request (HTTP {status})"

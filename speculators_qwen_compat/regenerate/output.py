@@ -1,0 +1,186 @@
+"""Where a regenerate-responses run writes: the partial file, its lock, resume and the final rename.
+
+Target: speculators 0.8.1/0.9.0 ``_run`` (``cli/regenerate_responses.py`` :690), which opens
+``--outfile`` and ``OUT.errors.jsonl`` for appending. Why: a rerun without ``--resume`` appended a
+second copy of every row, two runs on one output both appended, a hard kill could leave a torn
+last line the next append joined onto, and a resume that added nothing deleted the earlier file.
+Here (docs/regenerate-responses.md "Resume and the lock"):
+
+- upstream writes ``NAME.partial.jsonl``, renamed to ``--outfile`` when the run ends well; an
+  existing output without ``--resume`` is refused with one line, before anything;
+- one writer: the run holds an exclusive ``flock`` on the file it appends to (the partial file,
+  or the earlier output before it is renamed to it) until it ends; a second run is refused with
+  one line; the kernel drops the lock when a run is killed;
+- ``--resume`` appends to the earlier rows and never rewrites them: bytes after the last newline
+  (a row a killed run left half written) are counted, copied to ``NAME.torn.jsonl`` and cut from
+  the end of the file; the complete rows before are not touched;
+- a run that adds no row leaves an earlier output as it was, under its own name, byte for byte.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from speculators_qwen_compat.core.errors import CompatError
+
+
+def partial_path(outfile: Path) -> Path:
+    """Where upstream writes until the run ends: ``out.jsonl`` -> ``out.partial.jsonl``."""
+    return outfile.with_name(f"{outfile.stem}.partial{outfile.suffix or '.jsonl'}")
+
+
+def errors_path(outfile: Path) -> Path:
+    """Upstream's errors file for an output file (0.8.1 :747, 0.9.0 :741)."""
+    return outfile.with_name(f"{outfile.stem}.errors{outfile.suffix or '.jsonl'}")
+
+
+def torn_path(outfile: Path) -> Path:
+    """Where a torn last line of an earlier run is kept: ``out.jsonl`` -> ``out.torn.jsonl``."""
+    return outfile.with_name(f"{outfile.stem}.torn{outfile.suffix or '.jsonl'}")
+
+
+@dataclass
+class Output:
+    """The files of one run and the lock it holds."""
+
+    final: Path
+    partial: Path
+    handle: IO[bytes]
+    #: the earlier output was ``--outfile`` (renamed to the partial file for the run)
+    from_final: bool = False
+    #: bytes of earlier rows in the partial file when the run started
+    earlier: int = 0
+    torn: int = 0
+
+    def added(self) -> bool:
+        """Whether this run appended anything to the earlier rows."""
+        return self.partial.exists() and self.partial.stat().st_size > self.earlier
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.handle.close()
+
+
+def take(final: Path, resume: bool) -> Output:
+    """Lock the run's output and make the partial file ready (module docstring)."""
+    partial = partial_path(final)
+    if not resume:
+        for path, what in ((partial, "the rows of an interrupted run"),
+                           (final, "the output of an earlier run")):  # fmt: skip
+            if path.exists():
+                _lock(path).close()  # a run writing it is named as such
+                raise CompatError(
+                    f"{path} already exists ({what}); speculators would append a second copy "
+                    "of every row: pass --resume to regenerate only the conversations missing "
+                    "from it, or remove it"
+                )
+        handle = _lock(partial)
+        with contextlib.suppress(FileNotFoundError):
+            errors_path(partial).unlink()
+        return Output(final, partial, handle)
+    if final.exists() and partial.exists():
+        _lock(partial).close()
+        raise CompatError(
+            f"both {final} and {partial} exist: keep the one to resume and remove the other"
+        )
+    from_final = final.exists()
+    handle = _lock(final if from_final else partial)
+    if from_final:
+        final.replace(partial)  # the lock is on the file, not its name
+    output = Output(final, partial, handle, from_final=from_final)
+    output.torn = _cut_torn_tail(output)
+    output.earlier = partial.stat().st_size
+    for stale in (errors_path(final), errors_path(partial)):  # their conversations are retried
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    return output
+
+
+def _lock(path: Path) -> IO[bytes]:
+    """``path`` opened for appending (created if absent) with an exclusive lock, or the one line
+    saying another run holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("ab")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise CompatError(
+            f"another regenerate-responses run is writing {path} (it holds its lock); wait for "
+            "it to end, or give this run another --outfile"
+        ) from None
+    return handle
+
+
+def _cut_torn_tail(output: Output) -> int:
+    """Copy the bytes after the partial file's last newline to ``torn_path`` and cut them off
+    the end (the rows before are not rewritten); 1 when there were such bytes."""
+    path = output.partial
+    size = path.stat().st_size
+    if not size:
+        return 0
+    with path.open("rb") as file:
+        file.seek(max(0, size - 1))
+        if file.read(1) == b"\n":
+            return 0
+        keep = _after_last_newline(file, size)
+        file.seek(keep)
+        tail = file.read()
+    with torn_path(output.final).open("ab") as aside:
+        aside.write(tail + b"\n")
+        aside.flush()
+        os.fsync(aside.fileno())
+    os.truncate(path, keep)
+    return 1
+
+
+def _after_last_newline(file: IO[bytes], size: int, block: int = 1 << 16) -> int:
+    """Offset just after the last ``\\n`` of a file of ``size`` bytes (0 when it has none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        file.seek(start)
+        chunk = file.read(end - start)
+        index = chunk.rfind(b"\n")
+        if index >= 0:
+            return start + index + 1
+        end = start
+    return 0
+
+
+def publish(output: Output) -> None:
+    """The run ended well: the partial file (and its errors) become ``--outfile``."""
+    output.partial.replace(output.final)
+    errors = errors_path(output.partial)
+    if errors.exists():
+        errors.replace(errors_path(output.final))
+
+
+def restore(output: Output) -> Path | None:
+    """Nothing was added: put an earlier output back under its name, byte for byte; drop a
+    partial file this run created empty. Where the earlier rows are (None: there are none)."""
+    errors = errors_path(output.partial)
+    failures = errors.exists() and errors.stat().st_size > 0
+    if output.from_final:
+        output.partial.replace(output.final)
+        if failures:
+            errors.replace(errors_path(output.final))
+    elif not output.earlier:
+        output.partial.unlink(missing_ok=True)
+    if not failures:
+        errors.unlink(missing_ok=True)
+    if output.from_final:
+        return output.final
+    return output.partial if output.earlier else None
+
+
+def drop_empty_errors(path: Path) -> None:
+    """Remove an errors file that holds nothing."""
+    errors = errors_path(path)
+    if errors.exists() and not errors.stat().st_size:
+        errors.unlink()

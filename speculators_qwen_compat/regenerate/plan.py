@@ -1,0 +1,310 @@
+"""What regenerate-responses will send for one conversation, and the template's pre-check of it.
+
+Target: speculators 0.8.1/0.9.0 ``prepare_row``/``extract_conversation`` (``cli/
+regenerate_responses.py`` :67-118, docs/upstream.md "Regenerate responses"), replaced by
+fixes/regenerate/regen_turns.py. Why: upstream keeps only system and user turns and the tool
+results: rows without a user turn vanish, ``developer`` and LLaMA-Factory ``observation`` turns
+are lost, and the cached results are spliced back by position. Here a row goes through the
+normaliser prepare_data uses (normalize.py) and becomes a ``Plan``: one ``Step`` per user turn,
+each with the messages that lead up to the reply (system turns, the user turn, tool results that
+answer no call: context) and the cached tool results of that step, each named by the tool it
+answers (``tool_call_id``, the turn's ``name``, the ``<tool_response>`` payload's name read by
+upstream's ``_tool_result_names``, or the call it follows in the data).
+
+Only what is sent is judged: the replies regeneration throws away are neutralised before the
+normaliser sees them (their ``weight``, their calls' arguments), so "nothing to supervise" or
+arguments that are not JSON never skip a row upstream regenerates. A row with messages but no
+user turn falls back to ``--prompt-field`` as upstream's does. The template pre-check
+(``Plan.check``, run by the loop in a thread) renders what is sent once for the whole
+conversation (and the first step's prompt for its length): linear in turns; only when it is
+rejected are prefixes bisected to find the first step the template refuses; the plan is cut there
+(the steps before are still regenerated), and a plan with no step left is a skip with the
+template's words. A row that cannot be planned raises ``BadConversation`` (the skip reason).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from speculators_qwen_compat.core.errors import reason_of
+from speculators_qwen_compat.data.columns import ColumnOptions, NoConversation, find_conversation
+from speculators_qwen_compat.data import media_forms
+from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
+from speculators_qwen_compat.data.row_errors import is_data_problem
+
+NO_USER_TURN = "no user turn"
+_TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
+#: a reply's call whose arguments are not a JSON object: it is never sent (replaced)
+_NEUTRAL_ARGUMENTS = "{}"
+
+ResultNames = Callable[[Any], list[str]]
+
+
+@dataclass
+class CachedResult:
+    """A tool result from the data and the tool it answers (None: nothing names it)."""
+
+    name: str | None
+    content: Any
+
+
+@dataclass
+class Step:
+    """One reply to regenerate: what is appended to the prompt before it, and the results the
+    data holds for the calls the target may make in it."""
+
+    lead: list[dict[str, Any]]
+    results: list[CachedResult] = field(default_factory=list)
+    prompt_tokens: int = 0
+
+
+class Plan(list):
+    """A conversation's steps (a list, so it travels in upstream's ``turns`` slot), with where
+    the template stops it (``stop_reason``: the steps after the last one are not asked for) and
+    the template check still to run (``pending``: the tokenizer and the tools; ``check``)."""
+
+    stop_reason: str | None = None
+    notes: list[str]
+    pending: tuple[Any, Any] | None
+
+    def __init__(self, steps: list[Step], stop_reason: str | None = None) -> None:
+        super().__init__(steps)
+        self.stop_reason = stop_reason
+        self.notes = []
+        self.pending = None
+
+    def check(self) -> str | None:
+        """Run the pending template check (once); the skip reason when no step is left."""
+        if self.pending is None:
+            return None
+        tokenizer, tools = self.pending
+        self.pending = None
+        try:
+            check_template(self, tokenizer, tools)
+        except BadConversation as exc:
+            return str(exc)
+        return None
+
+
+def plan_row(
+    row: Mapping[str, Any],
+    prompt_field: str | None = None,
+    tokenizer: Any = None,
+    result_names: ResultNames | None = None,
+) -> tuple[Plan, Any]:
+    """(the steps, the tools in the OpenAI shape or None) of one row; with a tokenizer the
+    template check is left pending on the plan (``Plan.check``, run off the event loop);
+    BadConversation with the reason if nothing can be sent."""
+    fallback = _prompt(row, prompt_field)
+    try:
+        normalized = normalize_row(replies_neutralised(row))
+        # media in every form, as vLLM's chat endpoint reads them (image_url, file:// URLs)
+        turns = media_forms.for_vllm(normalized.conversation)
+        tools, notes = normalized.tools, normalized.notes
+    except BadConversation:
+        if fallback is None:
+            raise
+        turns, tools, notes = fallback, None, []
+    plan = Plan(steps_of(turns, result_names))
+    if not plan and fallback is not None:  # messages but no user turn: upstream's fallback
+        plan, tools = Plan(steps_of(fallback)), None
+    plan.notes = list(notes)
+    if not plan:
+        raise BadConversation(NO_USER_TURN)
+    if tokenizer is not None:
+        plan.pending = (tokenizer, tools)
+    return plan, tools
+
+
+def _prompt(row: Mapping[str, Any], prompt_field: str | None) -> list[dict[str, Any]] | None:
+    prompt = row.get(prompt_field) if prompt_field else None
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) and prompt else None
+
+
+def replies_neutralised(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The row with what only the replies carry made neutral (module docstring): no turn
+    ``weight``/``train``, a call's arguments that are not a JSON object sent as ``{}``. The
+    replies are replaced by the target's, so prepare_data's rules on them do not apply."""
+    try:
+        conv, column = find_conversation(row, ColumnOptions())
+    except NoConversation:
+        return row
+    if not isinstance(conv, list) or "->" in column:
+        return row
+    turns = [_neutral_turn(turn) if isinstance(turn, Mapping) else turn for turn in conv]
+    return {**row, column: turns}
+
+
+def _neutral_turn(turn: Mapping[str, Any]) -> Mapping[str, Any]:
+    out = {k: v for k, v in turn.items() if k not in ("weight", "train")}
+    calls = out.get("tool_calls")
+    if isinstance(calls, list):
+        out["tool_calls"] = [_neutral_call(call) for call in calls]
+    return out
+
+
+def _neutral_call(call: Any) -> Any:
+    if not isinstance(call, Mapping):
+        return call
+    function = call.get("function")
+    if not isinstance(function, Mapping):
+        return call
+    arguments = function.get("arguments")
+    if isinstance(arguments, Mapping):
+        return call
+    if isinstance(arguments, str):
+        try:
+            if isinstance(json.loads(arguments), Mapping):
+                return call
+        except ValueError:
+            pass
+    return {**call, "function": {**function, "arguments": _NEUTRAL_ARGUMENTS}}
+
+
+def steps_of(turns: list[dict[str, Any]], result_names: ResultNames | None = None) -> list[Step]:
+    """One step per user turn (module docstring); original assistant turns are dropped, their
+    calls only tell which tool each following result answers."""
+    steps: list[Step] = []
+    lead: list[dict[str, Any]] = []
+    calls: dict[str, str] = {}  # original call id -> tool name, in this step
+    unanswered: list[str] = []  # names of this step's original calls not answered yet
+    for turn in turns:
+        role = turn["role"]
+        if role == "user" and any(m["role"] == "user" for m in lead):
+            steps.append(Step(lead))  # two user turns in a row: each gets a reply
+            lead, calls, unanswered = [], {}, []
+        if role in ("system", "user"):
+            lead.append(_message(turn))
+        elif role == "assistant":
+            if any(m["role"] == "user" for m in lead):
+                steps.append(Step(lead))
+                lead, calls, unanswered = [], {}, []
+            for call in turn.get("tool_calls") or []:
+                name = _call_name(call)
+                if isinstance(call, Mapping) and call.get("id"):
+                    calls[str(call["id"])] = name
+                unanswered.append(name)
+        elif role == "tool":
+            named = (
+                unanswered or turn.get("name") or _payload_name(turn.get("content"), result_names)
+            )
+            if steps and named and not lead:  # answers a call of the current step
+                name = _result_name(turn, calls, unanswered, result_names)
+                steps[-1].results.append(CachedResult(name, turn.get("content")))
+            else:  # a result before any call: context, never an answer to a new call
+                lead.append(_message(turn))
+    if any(m["role"] == "user" for m in lead):
+        steps.append(Step(lead))
+    return steps
+
+
+def check_template(plan: Plan, tokenizer: Any, tools: Any) -> None:
+    """Render what is sent with the target's template (module docstring): the whole
+    conversation once, the first step's prompt for its length; on a rejection, bisect the
+    steps for the first one refused and cut the plan there (BadConversation when it is the
+    first)."""
+    sent = sent_prefixes(plan)
+    first = _render(tokenizer, sent[0], tools)
+    if isinstance(first, BaseException):
+        raise BadConversation(reason_of(first)) from None
+    plan[0].prompt_tokens = len(first)
+    if len(sent) == 1 or not isinstance(_render(tokenizer, sent[-1], tools), BaseException):
+        return
+    good, bad = 0, len(sent) - 1  # sent[good] renders, sent[bad] is refused
+    refusal: BaseException | None = None
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        outcome = _render(tokenizer, sent[middle], tools)
+        if isinstance(outcome, BaseException):
+            bad, refusal = middle, outcome
+        else:
+            good = middle
+    refusal = refusal or _render(tokenizer, sent[bad], tools)
+    plan.stop_reason = reason_of(refusal) if isinstance(refusal, BaseException) else None
+    del plan[bad:]
+
+
+def sent_prefixes(plan: Plan) -> list[list[dict[str, Any]]]:
+    """For each step, the messages sent up to its reply, the replies not known yet (an empty
+    assistant turn stands for each earlier reply)."""
+    prefixes: list[list[dict[str, Any]]] = []
+    messages: list[dict[str, Any]] = []
+    for index, step in enumerate(plan):
+        if index:
+            messages = [*messages, {"role": "assistant", "content": ""}]
+        messages = [*messages, *step.lead]
+        prefixes.append(messages)
+    return prefixes
+
+
+def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> Any:
+    """The prompt's ids, or the data problem the template raised."""
+    from speculators_qwen_compat.data.render import render_ids
+
+    try:
+        return render_ids(tokenizer, messages, add_generation_prompt=True, tools=tools)
+    except Exception as exc:
+        if not is_data_problem(exc):
+            raise
+        return exc
+
+
+def _message(turn: Mapping[str, Any]) -> dict[str, Any]:
+    """What is sent for a system, user or context turn."""
+    out = {"role": turn["role"], "content": turn.get("content")}
+    if turn["role"] == "tool" and turn.get("tool_call_id"):
+        out["tool_call_id"] = turn["tool_call_id"]
+    if isinstance(turn.get("name"), str) and turn["role"] != "tool":
+        out["name"] = turn["name"]
+    return out
+
+
+def _call_name(call: Any) -> str:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return str(name) if name else ""
+
+
+def _result_name(
+    turn: Mapping[str, Any],
+    calls: dict[str, str],
+    unanswered: list[str],
+    result_names: ResultNames | None,
+) -> str:
+    """The tool a cached result answers: by id, by name, by payload, else the next unanswered
+    call of its step in the data (the order the data itself pairs them in)."""
+    name = calls.get(str(turn.get("tool_call_id") or ""))
+    if not name and isinstance(turn.get("name"), str):
+        name = turn["name"]
+    if not name:
+        name = _payload_name(turn.get("content"), result_names)
+    if not name:
+        name = unanswered[0]  # `named` above: a call is waiting when nothing else names it
+    if name in unanswered:
+        unanswered.remove(name)
+    return name
+
+
+def _payload_name(content: Any, result_names: ResultNames | None = None) -> str | None:
+    """The tool a result names: its ``<tool_response>{"name": ...}</tool_response>`` payload
+    (Hermes, Qwen3; read by upstream's ``_tool_result_names`` when given), or the ``name`` of a
+    result that is such a JSON object itself."""
+    if not isinstance(content, str):
+        return None
+    if result_names is not None:
+        names = result_names(content)
+        if names:
+            return str(names[0])
+    blocks = _TOOL_RESPONSE.findall(content) if result_names is None else []
+    for block in [*blocks, content]:
+        try:
+            value = json.loads(block)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(value, Mapping) and isinstance(value.get("name"), str):
+            return value["name"]
+    return None

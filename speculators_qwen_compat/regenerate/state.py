@@ -1,0 +1,139 @@
+"""The regenerate-responses run in progress in this process: its settings, tally and how it stops.
+
+Target: speculators 0.8.1/0.9.0 ``regenerate-responses``. The run fix (fixes/regenerate/
+regen_run.py) opens one around upstream's ``_run``; the other fixes read its settings and count
+into it. A server fault, the consecutive-failure limit or the error limit sets ``stop`` and wakes
+the run, which cancels every worker at once (upstream's workers would otherwise write each
+remaining conversation into the errors file, one retry budget after another). Outside a run (a
+fix used on its own) the counts go to a tally nobody reads and a fault propagates as the
+exception it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from speculators_qwen_compat.regenerate.tally import BUG, ERROR_LIMIT, RegenTally
+
+#: ``--request-timeout``: seconds one try of one request may take (a long reasoning at 27B on a
+#: busy server takes minutes; an hour is a request nobody will answer)
+DEFAULT_REQUEST_TIMEOUT = 3600.0
+#: ``--max-consecutive-failures``: this many conversations in a row failed by the server (with
+#: the server alive) stop the run: something is wrong for every request, not for one
+DEFAULT_MAX_CONSECUTIVE = 5
+
+
+@dataclass
+class Settings:
+    """The flags the fixes add to upstream's command (regen_run.py), for this process."""
+
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE
+
+
+SETTINGS = Settings()
+
+
+@dataclass
+class RunState:
+    tally: RegenTally = field(default_factory=RegenTally)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    #: why the run must end (a server fault, a limit); the first one wins
+    stop: str | None = None
+    server_fault: bool = False
+    first_trace: str = ""
+    #: the tokenizer upstream loaded for ``--model`` (found in its detokenizer), else the path
+    tokenizer: Any = None
+    model: str | None = None
+    max_tokens: int | None = None
+    endpoint: str = ""
+    #: primary ids already in the output (``--resume``)
+    seen: set[str] = field(default_factory=set)
+    #: conversations failed in a row by the server (reset by any conversation it answers)
+    consecutive: int = 0
+    #: tool conversations refused, by the server's message; any tool conversation answered
+    tool_refusals: dict[str, int] = field(default_factory=dict)
+    tools_answered: bool = False
+
+
+_current: RunState | None = None
+
+
+def open_run() -> RunState:
+    global _current
+    _current = RunState()
+    return _current
+
+
+def close_run() -> None:
+    global _current
+    _current = None
+
+
+def current() -> RunState | None:
+    return _current
+
+
+def tally() -> RegenTally:
+    return _current.tally if _current is not None else RegenTally()
+
+
+def end_run(reason: str, server_fault: bool) -> None:
+    state = _current
+    if state is None:
+        return
+    if state.stop is None:
+        state.stop, state.server_fault = reason, server_fault
+    state.wake.set()
+
+
+async def fault(reason: str) -> None:
+    """A server fault: end the run and wait to be cancelled with it. Returns at once when no
+    run is open (the caller re-raises)."""
+    if _current is None:
+        return
+    end_run(reason, server_fault=True)
+    await asyncio.Event().wait()
+
+
+def answered() -> None:
+    """The server answered a conversation: the consecutive-failure count starts again."""
+    if _current is not None:
+        _current.consecutive = 0
+
+
+def failed_by_server(reason: str) -> None:
+    """A conversation failed by the server while it stayed alive; past the limit the run ends."""
+    counts = tally()
+    counts.failed[reason] += 1
+    if _current is None:
+        return
+    _current.consecutive += 1
+    limit = SETTINGS.max_consecutive_failures
+    if limit and _current.consecutive >= limit:
+        end_run(
+            f"{_current.consecutive} conversations in a row failed (--max-consecutive-failures "
+            f"{limit}); last: {reason}",
+            server_fault=True,
+        )
+
+
+def count_error(exc: BaseException) -> None:
+    """A conversation failed with something that is not a data problem (counted failed); past
+    ERROR_LIMIT the run ends naming the first one."""
+    counts = tally()
+    counts.errors += 1
+    counts.failed[BUG] += 1
+    if not counts.first_error:
+        counts.first_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        if _current is not None:
+            _current.first_trace = "".join(traceback.format_exception(exc))
+    if counts.errors > ERROR_LIMIT:
+        end_run(
+            f"{counts.errors} conversations failed with an error that is not a data problem "
+            f"(a bug in speculators or speculators_qwen_compat); first: {counts.first_error}",
+            server_fault=False,
+        )

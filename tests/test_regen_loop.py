@@ -1,0 +1,324 @@
+"""regenerate-responses' loop and files against a fake post function (issue 33, items 1-9):
+pairing by tool name, both reasoning keys, cut thinking kept, one conversation's 5xx with the
+server alive or dead, the consecutive-failure limit, the read timeout, a server without a tool
+parser, the pre-check judging only what is sent (linear), the torn line, the lock and a resume
+that adds nothing.
+
+Rows are built by upstream's own ``_sample_from_response`` and tool answers by its
+``_tool_result_message`` (speculators 0.8+); the oracle is the fake server's own log of what it
+was sent and the bytes on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RENDERS
+from transformers import AutoTokenizer
+
+from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.regenerate import loop, output, state
+from speculators_qwen_compat.regenerate.plan import plan_row
+from speculators_qwen_compat.regenerate.tally import RegenTally
+
+pytestmark = pytest.mark.skipif(not RENDERS, reason="regenerate-responses is 0.8+")
+URL = "http://127.0.0.1:9/v1/chat/completions"
+
+
+def upstream() -> Any:
+    import importlib
+
+    return importlib.import_module("speculators.cli.regenerate_responses")
+
+
+def reply(content: str = "", calls: list | None = None, reasoning: str = "", finish: str = "stop",
+          prompt: int = 5, completion: int = 3) -> dict[str, Any]:  # fmt: skip
+    message: dict[str, Any] = {"role": "assistant", "content": content, "reasoning": reasoning}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "prompt_token_ids": list(range(prompt)),
+        "choices": [
+            {
+                "message": message,
+                "finish_reason": finish,
+                "token_ids": list(range(100, 100 + completion)),
+            }
+        ],
+    }
+
+
+def tool_call(name: str, call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+class FakeServer:
+    """Answers each request from ``answers`` in turn (a dict, or an exception to raise) and
+    keeps every payload it was sent."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.sent: list[dict[str, Any]] = []
+
+    async def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.sent.append(json.loads(json.dumps(payload)))
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def run(row: dict[str, Any], server: FakeServer, *, alive: bool = True, tools: Any = None,
+        max_tokens: int = 1000) -> tuple[list[dict[str, Any]], Any]:  # fmt: skip
+    """One conversation through ``loop.regenerate``: (its rows, what it returned or raised)."""
+    module = upstream()
+    plan, found_tools = plan_row(row, result_names=module._tool_result_names)
+    item = {"turns": plan, "tools": tools or found_tools, "primary_id": "c", "idx": 0}
+    samples: list[dict[str, Any]] = []
+
+    async def probe() -> bool:
+        return alive
+
+    async def go() -> Any:
+        return await loop.regenerate(
+            server, item, model="m", max_tokens=max_tokens, sampling_params={},
+            samples=samples, sample_from_response=module._sample_from_response,
+            tool_result_message=module._tool_result_message,
+            sample_args={"detokenize": lambda ids: "", "conv_id": "c", "idx": 0,
+                         "endpoint": URL},
+            overrides={}, probe=probe,
+        )  # fmt: skip
+
+    try:
+        outcome: Any = asyncio.run(asyncio.wait_for(go(), 5))
+    except Exception as exc:
+        outcome = exc
+    return samples, outcome
+
+
+@pytest.fixture
+def run_state() -> Any:
+    opened = state.open_run()
+    opened.endpoint = URL
+    yield opened
+    state.close_run()
+
+
+AGENTIC = {
+    "messages": [
+        {"role": "user", "content": "weather and news?"},
+        {"role": "assistant", "content": "", "tool_calls": [tool_call("search", "a"),
+                                                           tool_call("get_weather", "b")]},
+        {"role": "tool", "tool_call_id": "a", "content": "NEWS"},
+        {"role": "tool", "tool_call_id": "b", "content": "SUNNY"},
+        {"role": "assistant", "content": "done"},
+    ],
+    "tools": [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+              for n in ("search", "get_weather")],
+}  # fmt: skip
+
+
+def test_results_paired_by_name_and_reasoning_sent_under_both_keys(run_state: Any) -> None:
+    server = FakeServer(
+        reply(calls=[tool_call("get_weather", "x1")], reasoning="need weather"),
+        reply("It is sunny.", reasoning="got it"),
+    )
+    samples, outcome = run(AGENTIC, server)
+    assert outcome is False and len(samples) == 2
+    second = server.sent[1]["messages"]
+    assert second[-1] == {"role": "tool", "content": "SUNNY", "tool_call_id": "x1"}
+    assistant = second[-2]
+    assert assistant["reasoning"] == assistant["reasoning_content"] == "need weather"
+    assert run_state.tally.regenerated == 1 and run_state.tally.rows_out == 2
+
+
+def test_cut_thinking_is_a_row_counted_cut_short(run_state: Any) -> None:
+    server = FakeServer(reply(reasoning="still going", finish="length", completion=7))
+    samples, outcome = run({"messages": [{"role": "user", "content": "q"}]}, server)
+    assert outcome is True and len(samples) == 1
+    assert samples[0]["loss_mask"].count(1) == 7  # every sampled token
+    assert dict(run_state.tally.cut_short) == {loop.STILL_THINKING: 1}
+
+
+def test_one_conversations_504_with_the_server_alive_is_counted_and_the_run_goes_on(
+    run_state: Any,
+) -> None:
+    server = FakeServer(RuntimeError(f"HTTP 504 from {URL}: gateway timeout"))
+    samples, outcome = run({"messages": [{"role": "user", "content": "q"}]}, server)
+    assert isinstance(outcome, loop.NothingRegenerated) and not samples
+    assert dict(run_state.tally.failed) == {"HTTP 504 after every retry": 1}
+    assert run_state.stop is None
+
+
+def test_a_504_with_the_server_dead_stops_the_run(run_state: Any) -> None:
+    server = FakeServer(RuntimeError(f"HTTP 504 from {URL}: gateway timeout"))
+    _, outcome = run({"messages": [{"role": "user", "content": "q"}]}, server, alive=False)
+    assert isinstance(outcome, asyncio.TimeoutError)  # waits to be cancelled with the run
+    assert run_state.server_fault and "HTTP 504" in run_state.stop
+    assert "/v1/models" in run_state.stop and not run_state.tally.failed
+
+
+def test_consecutive_failures_past_the_limit_stop_the_run(run_state: Any) -> None:
+    limit = state.SETTINGS.max_consecutive_failures
+    for index in range(limit):
+        assert run_state.stop is None, index
+        run({"messages": [{"role": "user", "content": "q"}]},
+            FakeServer(RuntimeError(f"HTTP 502 from {URL}: bad gateway")))  # fmt: skip
+    assert run_state.stop and "--max-consecutive-failures" in run_state.stop
+    assert sum(run_state.tally.failed.values()) == limit
+
+
+def test_an_answered_conversation_resets_the_consecutive_count(run_state: Any) -> None:
+    for _ in range(3):
+        run({"messages": [{"role": "user", "content": "q"}]},
+            FakeServer(RuntimeError(f"HTTP 500 from {URL}: oops")))  # fmt: skip
+        run({"messages": [{"role": "user", "content": "q"}]}, FakeServer(reply("Ok.")))
+    assert run_state.stop is None and run_state.consecutive == 0
+
+
+def test_the_request_timeout_bounds_each_try_and_is_named(run_state: Any) -> None:
+    from speculators_qwen_compat.fixes.regenerate.regen_run import timed
+
+    async def never(*args: Any, **kwargs: Any) -> dict:
+        await asyncio.sleep(60)
+        return {}
+
+    post = upstream().with_retries(timed(never))
+    state.SETTINGS.request_timeout = 0.2
+    try:
+        _, outcome = run(
+            {"messages": [{"role": "user", "content": "q"}]},
+            _Wrapped(lambda payload: post(None, URL, payload, max_retries=1)),
+        )
+    finally:
+        state.SETTINGS.request_timeout = state.DEFAULT_REQUEST_TIMEOUT
+    assert isinstance(outcome, loop.NothingRegenerated)
+    assert dict(run_state.tally.failed) == {
+        "no answer within --request-timeout 0.2 s, after every retry": 1
+    }
+
+
+class _Wrapped(FakeServer):
+    def __init__(self, post: Any) -> None:
+        super().__init__()
+        self.post = post
+
+    async def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return await self.post(payload)
+
+
+def test_a_server_without_a_tool_parser_fails_the_run_naming_the_flags(run_state: Any) -> None:
+    refusal = (
+        f'HTTP 400 from {URL}: {{"error":{{"message":"\\"auto\\" tool choice requires '
+        '--enable-auto-tool-choice and --tool-call-parser to be set","code":400}}'
+    )
+    run(AGENTIC, FakeServer(RuntimeError(refusal)))
+    assert run_state.stop and loop.TOOL_FLAGS in run_state.stop
+
+
+def test_the_same_refusal_for_every_tool_conversation_is_the_servers(run_state: Any) -> None:
+    refusal = f'HTTP 400 from {URL}: {{"error":{{"message":"tools are not supported"}}}}'
+    for _ in range(loop.ALIKE_REFUSALS - 1):
+        run(AGENTIC, FakeServer(RuntimeError(refusal)))
+        assert run_state.stop is None
+    run(AGENTIC, FakeServer(RuntimeError(refusal)))
+    assert run_state.stop and "tools are not supported" in run_state.stop
+    assert sum(run_state.tally.failed.values()) == loop.ALIKE_REFUSALS
+
+
+def test_the_precheck_judges_only_what_is_sent(qwen36_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
+    zero = {"messages": [{"role": "user", "content": "q"},
+                         {"role": "assistant", "content": "OK.", "weight": 0}]}  # fmt: skip
+    bad_arguments = {"messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "R"},
+    ]}  # fmt: skip
+    for row in (zero, bad_arguments):
+        plan, _ = plan_row(row, tokenizer=tokenizer)
+        assert plan.check() is None and len(plan) == 1
+    plan, _ = plan_row(bad_arguments)
+    assert [(r.name, r.content) for r in plan[0].results] == [("f", "R")]
+    fallback = {"messages": [{"role": "system", "content": "s"}], "prompt": "from the field"}
+    plan, _ = plan_row(fallback, prompt_field="prompt")
+    assert plan[0].lead == [{"role": "user", "content": "from the field"}]
+
+
+def test_the_precheck_is_linear_in_turns(qwen36_dir: Path, monkeypatch: Any) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
+    renders: list[int] = []
+    original = type(tokenizer).apply_chat_template
+
+    def counted(self: Any, conversation: Any, *args: Any, **kwargs: Any) -> Any:
+        renders.append(len(conversation))
+        return original(self, conversation, *args, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "apply_chat_template", counted)
+    turns = []
+    for index in range(40):
+        turns += [{"role": "user", "content": f"q{index}"}, {"role": "assistant", "content": "a"}]
+    plan, _ = plan_row({"messages": turns}, tokenizer=tokenizer)
+    assert plan.check() is None and len(plan) == 40
+    assert len(renders) == 2, renders  # the first step's prompt and the whole
+    late = [*turns[:20], {"role": "system", "content": "late"}, *turns[20:]]
+    renders.clear()
+    plan, _ = plan_row({"messages": late}, tokenizer=tokenizer)
+    assert plan.check() is None and len(plan) == 10  # cut where the template refuses
+    assert plan.stop_reason == "System message must be at the beginning."
+    assert len(renders) <= 2 + 7, renders  # a bisection, not a render per step
+
+
+def test_a_torn_last_line_is_counted_kept_aside_and_cut(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    rows = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}\n'
+    torn = b'{"id": "c_gen0", "prim'
+    final.write_bytes(rows + torn)
+    taken = output.take(final, resume=True)
+    try:
+        assert taken.torn == 1 and taken.from_final
+        assert taken.partial.read_bytes() == rows  # the complete rows, not rewritten
+        assert output.torn_path(final).read_bytes() == torn + b"\n"
+    finally:
+        taken.release()
+
+
+def test_one_writer_per_output(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    first = output.take(final, resume=False)
+    try:
+        for resume in (True, False):
+            with pytest.raises(CompatError, match="another regenerate-responses run is writing"):
+                output.take(final, resume=resume)
+    finally:
+        first.release()
+    second = output.take(final, resume=True)  # the lock went with the first run
+    second.release()
+
+
+def test_a_resume_that_adds_nothing_leaves_the_earlier_output_byte_identical(
+    tmp_path: Path,
+) -> None:
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "a_gen0", "primary_id": "a"}\n'
+    final.write_bytes(earlier)
+    taken = output.take(final, resume=True)
+    assert not final.exists() and not taken.added()
+    assert output.restore(taken) == final
+    taken.release()
+    assert final.read_bytes() == earlier and not taken.partial.exists()
+
+
+def test_every_conversation_is_counted_once() -> None:
+    tally = RegenTally(conversations_in=9, regenerated=2, resumed=1, not_reached=2)
+    tally.cut_short["c"] += 1
+    tally.skipped["s"] += 1
+    tally.failed["HTTP 504 after every retry"] += 2
+    assert tally.counted() == tally.conversations_in
+    line = tally.summary()
+    assert "1 already in the output (--resume)" in line and "2 not reached (run stopped)" in line

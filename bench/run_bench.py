@@ -37,12 +37,9 @@ from pathlib import Path
 
 import report
 import workloads
-from report import Ratio, Run, doc_block
+from report import Ratio, Run, doc_block  # doc_block: tools/doc_block.py, put on the path by report
 from timing import Sample, alternate, paired_ratios
 from workloads import Setup
-
-sys.path.insert(0, str(workloads.ROOT / "tools"))
-import doc_block
 
 OLD, NEW = "0.5.0", "0.9.0"
 ROOT = workloads.ROOT

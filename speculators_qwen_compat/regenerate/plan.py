@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
-from speculators_qwen_compat.data.columns import ColumnOptions, NoConversation, find_conversation
 from speculators_qwen_compat.data import media_forms
+from speculators_qwen_compat.data.columns import ColumnOptions, NoConversation, find_conversation
 from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
 from speculators_qwen_compat.data.row_errors import is_data_problem
 

@@ -108,6 +108,10 @@ def _lock(path: Path) -> IO[bytes]:
     handle = path.open("ab")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # another run may have renamed the file between open and lock: the lock must be on
+        # the file that has the name now, or two runs write under one name
+        if os.fstat(handle.fileno()).st_ino != path.stat().st_ino:
+            raise OSError("renamed while locking")
     except OSError:
         handle.close()
         raise CompatError(
@@ -154,8 +158,17 @@ def _after_last_newline(file: IO[bytes], size: int, block: int = 1 << 16) -> int
 
 
 def publish(output: Output) -> None:
-    """The run ended well: the partial file (and its errors) become ``--outfile``."""
-    output.partial.replace(output.final)
+    """The run ended well: the partial file (and its errors) become ``--outfile``. Never over a
+    file that appeared at ``--outfile`` while the run went on (a hard link, not a rename, so an
+    existing one is refused and both are kept)."""
+    try:
+        os.link(output.partial, output.final)
+    except FileExistsError:
+        raise CompatError(
+            f"{output.final} appeared while this run wrote {output.partial}; both are kept: "
+            "compare them and keep one"
+        ) from None
+    output.partial.unlink()
     errors = errors_path(output.partial)
     if errors.exists():
         errors.replace(errors_path(output.final))

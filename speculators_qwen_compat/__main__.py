@@ -56,8 +56,13 @@ def _with_release(patch: dict[str, Any], release: str) -> dict[str, Any]:
 
 
 def _print_status(report: dict[str, Any]) -> None:
-    tested = "tested" if report["tested"] else "untested: fixes apply where their targets fit"
-    print(f"speculators {report['speculators'] or 'not installed'} ({tested})")
+    if not report["speculators"]:
+        print(
+            "speculators not installed in this venv: nothing to fix yet (pip install speculators)"
+        )
+    else:
+        tested = "tested" if report["tested"] else "untested: fixes apply where their targets fit"
+        print(f"speculators {report['speculators']} ({tested})")
     print(f"transformers {report['transformers']}, datasets {report['datasets']}")
     if report["activation"] != "ok":
         print(f"activation {report['activation']}")

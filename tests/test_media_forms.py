@@ -162,3 +162,14 @@ def test_for_vllm_sends_what_upstreams_adapter_sends() -> None:
 )  # fmt: skip
 def test_one_rule_names_media_faults(message: str, reason: str | None) -> None:
     assert media_faults.reason(message) == reason
+
+
+def test_placeholder_in_the_system_column_is_a_skip_not_text() -> None:
+    """LLaMA-Factory's ``system`` column becomes a system turn: a literal ``<image>`` there with
+    no file named would reach the drafter as text the verifier never sees (module docstring)."""
+    row = {**_chat("q"), "system": "You see <image>"}
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(row)
+    assert str(raised.value) == (
+        "<image> placeholder in the text but no 'images' or 'image' column names its file"
+    )

@@ -184,16 +184,16 @@ def normalize_row(
         raise BadConversation(str(exc)) from None
     state = _State(release_roles)
     turns = _normalize(conv, state)
-    try:
-        turns = media_forms.place_columns(turns, row)  # LLaVA / LLaMA-Factory media columns
-    except media_forms.MediaFormError as exc:
-        raise BadConversation(str(exc)) from None
     system = row_system(row, options)
     if system and not any(t["role"] == "system" for t in turns):
         text = _system_text(system)
         if text:
             turns.insert(0, {"role": "system", "content": text})
             state.context = [i + 1 for i in state.context]
+    try:  # after the system column is a turn: a placeholder there is counted too
+        turns = media_forms.place_columns(turns, row)  # LLaVA / LLaMA-Factory media columns
+    except media_forms.MediaFormError as exc:
+        raise BadConversation(str(exc)) from None
     tools = _tools_of(row)
     _check_calls_without_arguments(state.calls_without_arguments, tools)
     assistant = [i for i, t in enumerate(turns) if t["role"] == "assistant"]

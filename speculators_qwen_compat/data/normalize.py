@@ -48,13 +48,18 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from speculators_qwen_compat.data import media_forms
 from speculators_qwen_compat.data.columns import (
     CONVERSATION_KEYS,
     ColumnOptions,
     NoConversation,
     find_conversation,
     row_system,
+)
+from speculators_qwen_compat.data.media_forms import (
+    INLINE,
+    MediaFormError,
+    place_columns,
+    upstream_part,
 )
 
 #: Role names seen in the wild, mapped to the four roles Qwen templates render.
@@ -191,8 +196,8 @@ def normalize_row(
             turns.insert(0, {"role": "system", "content": text})
             state.context = [i + 1 for i in state.context]
     try:  # after the system column is a turn: a placeholder there is counted too
-        turns = media_forms.place_columns(turns, row)  # LLaVA / LLaMA-Factory media columns
-    except media_forms.MediaFormError as exc:
+        turns = place_columns(turns, row)  # LLaVA / LLaMA-Factory media columns
+    except MediaFormError as exc:
         raise BadConversation(str(exc)) from None
     tools = _tools_of(row)
     _check_calls_without_arguments(state.calls_without_arguments, tools)
@@ -462,10 +467,10 @@ def _normalize_part(part: Any) -> Any:
             return {"type": "text", "text": part["text"]}
         if _inline_data(part):
             # Copying image bytes into the training set is what speculators 0.8+ refuse too.
-            raise BadConversation(media_forms.INLINE)
+            raise BadConversation(INLINE)
         try:
-            return media_forms.upstream_part(part)  # Qwen's and OpenAI's media parts
-        except media_forms.MediaFormError as exc:
+            return upstream_part(part)  # Qwen's and OpenAI's media parts
+        except MediaFormError as exc:
             raise BadConversation(str(exc)) from None
     return part
 

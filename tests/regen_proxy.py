@@ -8,7 +8,8 @@ turn (``[call NAME]``, ``[long]``) and passes everything else through unchanged,
 server generates every token, the reply and its status reach the client as vLLM sent them.
 Two markers stand for a faulty gateway in front of the server (issue 33): ``[504]`` is answered
 504 at once, ``[hang]`` is never answered (the connection is held, then dropped after
-``HANG_SECONDS``).
+``HANG_SECONDS``). ``gate`` (set by default) holds every chat request while cleared, and
+``held`` is set once one is held: a test starts a second run only once the first is mid-run.
 """
 
 from __future__ import annotations
@@ -59,8 +60,13 @@ class Proxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.closed = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.held = threading.Event()
         handler = type(
-            "Handler", (_Handler,), {"upstream": self.upstream, "server_closed": self.closed}
+            "Handler",
+            (_Handler,),
+            {"upstream": self.upstream, "server_closed": self.closed, "proxy": self},
         )
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -69,6 +75,7 @@ class Proxy:
 
     def close(self) -> None:
         self.closed.set()
+        self.gate.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -76,6 +83,7 @@ class Proxy:
 class _Handler(BaseHTTPRequestHandler):
     upstream = ""
     server_closed = threading.Event()
+    proxy: Proxy
 
     def log_message(self, *args: Any) -> None:  # quiet
         pass
@@ -86,6 +94,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         if self.path.endswith("/chat/completions"):
+            if not self.proxy.gate.is_set():
+                self.proxy.held.set()
+                self.proxy.gate.wait(HANG_SECONDS)
             last = _last_user(body.get("messages") or [])
             if "[504]" in last:
                 self._reply(504, b"<html>504 Gateway Time-out</html>")

@@ -345,12 +345,19 @@ def test_two_runs_at_once_one_is_refused(
         str(target), "--dataset", "data.jsonl", "--outfile", "out.jsonl", "--concurrency", "1",
         "--max-tokens", str(regen_data.MAX_TOKENS), "--resume",
     )  # fmt: skip
-    runs = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
-    outcomes = [(run.wait(timeout=900), *run.communicate()) for run in runs]
-    codes = sorted(code for code, _, _ in outcomes)
-    assert codes == [0, 1], [(c, e[-2000:]) for c, _, e in outcomes]
-    refused = next(err for code, _, err in outcomes if code == 1).strip().splitlines()[-1]
+    proxy.gate.clear()  # the first run's requests wait: it is mid-run, holding its lock
+    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proxy.held.wait(300), "the first run sent no request"
+        second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=900)  # fmt: skip
+    finally:
+        proxy.gate.set()
+    _, first_err = first.communicate(timeout=900)
+    assert first.returncode == 0, first_err[-3000:]
+    assert second.returncode == 1, second.stderr[-3000:]
+    refused = second.stderr.strip().splitlines()[-1]
     assert refused.startswith(f"{ERROR}another regenerate-responses run is writing"), refused
     per_id = Counter(row["primary_id"] for row in rows_of(tmp_path / "out.jsonl"))
     assert per_id == {row["id"]: 1 for row in chats}

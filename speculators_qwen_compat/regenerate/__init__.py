@@ -1,5 +1,6 @@
 """The ``regenerate-responses`` command's own code (speculators 0.8.1/0.9.0; the fixes under
 fixes/regenerate/ apply it to upstream): plan.py (what is sent, the template pre-check),
-loop.py (requests, pairing, statuses, liveness), state.py (the run in progress: settings,
-stop), output.py (partial file, lock, torn line, resume, final rename), tally.py (counting and
-report.json). docs/regenerate-responses.md is the user's page."""
+run.py (one run from lock to report), loop.py (requests, pairing, statuses, liveness),
+state.py (the run in progress: settings, stop), output.py (partial file, lock, torn line,
+resume, final publish), tally.py (counting and report.json). docs/regenerate-responses.md is
+the user's page."""

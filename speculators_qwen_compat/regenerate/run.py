@@ -1,0 +1,210 @@
+"""How one regenerate-responses run goes: upstream's ``_run`` inside one writer's lock, stopped
+at once on a server fault or a limit, ended with the report and one line.
+
+Target: speculators 0.8.1/0.9.0 ``cli/regenerate_responses._run`` (:690), applied by
+fixes/regenerate/regen_run.py. Order of a run: ``--model`` detected (a dead endpoint is one
+line), output.take (the lock; an earlier output becomes the partial file), upstream's ``_run``
+with ``--outfile`` pointed at the partial file, then either the publish (output.publish: rows
+added) or the earlier output put back as it was (output.restore), and the report (tally.py)
+written last, agreeing with the exit code and the files. ``module`` is upstream's CLI module:
+its ``detect_model``, ``load_seen``, ``sanitize_filename`` and ``DATASET_CONFIGS`` are called,
+not copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError
+from speculators_qwen_compat.core.upstream import bind, call
+from speculators_qwen_compat.regenerate import output as files
+from speculators_qwen_compat.regenerate import state as regen_state
+from speculators_qwen_compat.regenerate.tally import RegenTally, write_report
+
+ERROR_PREFIX = "speculators_qwen_compat: error: "
+
+
+async def guarded_run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
+    """Upstream's ``_run`` (``wrapped``) as one run: a CompatError ends it with one line, exit 1."""
+    if regen_state.current() is not None:  # nested: the outer run counts
+        return await wrapped(*args, **kwargs)
+    try:
+        await _run(wrapped, args, kwargs, module)
+    except CompatError as exc:
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from exc
+
+
+async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
+    bound = bind(wrapped, args, kwargs)
+    arguments = bound.arguments
+    endpoint = arguments["endpoint"]
+    if arguments["model"] is None:
+        try:
+            arguments["model"] = await module.detect_model(endpoint)
+        except ValueError as exc:
+            raise CompatError(
+                f"no vLLM server answered at {endpoint} ({' '.join(str(exc).split())[:300]}); "
+                "nothing was done: start the server or fix --endpoint"
+            ) from exc
+    final = Path(arguments["outfile"] or _default_outfile(module, arguments))
+    output = files.take(final, bool(arguments["resume"]))
+    try:
+        await _locked_run(wrapped, bound, module, output)
+    finally:
+        output.release()
+
+
+async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Output) -> None:
+    arguments = bound.arguments
+    endpoint = arguments["endpoint"]
+    arguments["outfile"] = str(output.partial)
+    state = regen_state.open_run()
+    state.max_tokens = arguments["max_tokens"]
+    state.endpoint = endpoint
+    tally = state.tally
+    tally.torn_rows = output.torn
+    if arguments["resume"]:
+        state.seen = module.load_seen(str(output.partial))
+    task = asyncio.ensure_future(call(wrapped, bound))
+    waiter = asyncio.ensure_future(state.wake.wait())
+    failure: BaseException | None = None
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():  # a fault or a limit: stop every worker now
+            await _cancel_all(task)
+        else:
+            failure = task.exception()
+    finally:
+        waiter.cancel()
+        regen_state.close_run()
+    if failure is not None or state.stop is not None:
+        tally.conversations_in = max(
+            tally.conversations_in, _rows_in(arguments["dataset_name"], arguments["limit"])
+        )
+        tally.not_reached = max(0, tally.conversations_in - tally.counted())
+    if failure is not None:
+        _end(output, tally, complete=False, code=1, rows_at=_stopped_files(output))
+        raise failure
+    if state.stop is not None:
+        rows_at = _stopped_files(output)
+        message = _stopped(state, endpoint, output, rows_at)
+        _end(output, tally, complete=False, code=1, rows_at=rows_at)
+        raise CompatError(message)
+    _finish(output, tally)
+
+
+def _finish(output: files.Output, tally: RegenTally) -> None:
+    """The run read every conversation: publish, or leave an earlier output as it was."""
+    final = output.final
+    failed = sum(tally.failed.values())
+    if output.added() or (output.earlier and not output.from_final and not failed):
+        files.publish(output)
+        _end(output, tally, complete=True, code=0, rows_at=final)
+        print(f"{tally.summary()}; wrote {final}", flush=True)
+        return
+    where = files.restore(output)
+    errors = files.errors_path(where or output.partial)
+    noted = f"; each failure is in {errors}" if errors.exists() and errors.stat().st_size else ""
+    if where is None:
+        _end(output, tally, complete=True, code=1, rows_at=None)
+        raise CompatError(
+            f"no conversation was regenerated ({tally.summary()}); nothing was written to "
+            f"{final}{noted}"
+        )
+    if failed:
+        _end(output, tally, complete=True, code=1, rows_at=where)
+        raise CompatError(
+            f"nothing new was regenerated ({tally.summary()}); the earlier rows in {where} are "
+            f"as they were{noted}"
+        )
+    _end(output, tally, complete=True, code=0, rows_at=where)
+    print(f"{tally.summary()}; nothing new: {where} is as it was", flush=True)
+
+
+def _stopped_files(output: files.Output) -> Path | None:
+    """A stopped run: its rows stay in the partial file; with none added, an earlier output is
+    put back as it was."""
+    if output.added():
+        return output.partial
+    return files.restore(output)
+
+
+def _end(
+    output: files.Output, tally: RegenTally, *, complete: bool, code: int, rows_at: Path | None
+) -> None:
+    """The report, the run's last write: what was counted, the exit code, where the rows are."""
+    errors = [
+        str(p)
+        for p in (files.errors_path(output.final), files.errors_path(output.partial))
+        if p.exists() and p.stat().st_size
+    ]
+    write_report(
+        output.final, tally, complete=complete, exit_code=code,
+        output=str(rows_at) if rows_at else None, errors_file=errors[0] if errors else None,
+    )  # fmt: skip
+
+
+def _rows_in(dataset: str, limit: int | None) -> int:
+    """Conversations in a local ``--dataset`` file (at most ``--limit``), for ``not_reached``;
+    0 for a preset (not read again)."""
+    path = Path(str(dataset))
+    count = 0
+    with contextlib.suppress(OSError, ValueError):
+        if path.suffix.lower() == ".jsonl":
+            with path.open(encoding="utf-8") as file:
+                count = sum(1 for line in file if line.strip())
+        elif path.suffix.lower() == ".json":
+            value = json.loads(path.read_text(encoding="utf-8"))
+            count = len(value) if isinstance(value, list) else 1
+    return min(count, limit) if limit is not None else count
+
+
+async def _cancel_all(task: asyncio.Task) -> None:
+    """Cancel upstream's run and every worker it started (they are not its children: a cancelled
+    ``queue.put`` would leave them running)."""
+    me = asyncio.current_task()
+    for other in asyncio.all_tasks():
+        if other is not me:
+            other.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def _stopped(
+    state: regen_state.RunState, endpoint: str, output: files.Output, rows_at: Path | None
+) -> str:
+    tally = state.tally
+    if state.first_trace and os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        sys.stderr.write(state.first_trace)
+    head = state.stop or ""
+    if state.server_fault:
+        head = f"the vLLM server at {endpoint} failed: {head}"
+    if rows_at is None:
+        return f"{head}; no row was written; {tally.summary()}; fix it and rerun the same command"
+    if rows_at == output.final:
+        return (
+            f"{head}; nothing was added, {output.final} is as it was; {tally.summary()}; fix it "
+            "and rerun the same command"
+        )
+    return (
+        f"{head}; the rows are in {output.partial} (partial); {tally.summary()}; fix it and "
+        f"rerun the same command with --resume to finish into {output.final}"
+    )
+
+
+def _default_outfile(module: Any, arguments: dict[str, Any]) -> str:
+    """Upstream's name for an omitted --outfile (0.9.0 :731, computed inline in ``_run``, no
+    function to call): SOURCE_MODEL.jsonl through upstream's ``sanitize_filename``."""
+    model = str(arguments["model"])
+    dataset = str(arguments["dataset_name"])
+    presets = getattr(module, "DATASET_CONFIGS", {}) or {}
+    source = presets[dataset].name if dataset in presets else Path(dataset).stem
+    model_short = model.split("/")[-1] if "/" in model else model
+    return f"{module.sanitize_filename(source)}_{module.sanitize_filename(model_short)}.jsonl"

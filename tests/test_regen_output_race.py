@@ -1,5 +1,7 @@
-"""regenerate/output.py: the final rename never replaces a file that appeared at --outfile
-during the run (a second run, or a user's copy); both files are kept and the run says so."""
+"""regenerate/output.py: no run deletes or replaces a file an earlier run (or another process)
+wrote. The final rename never replaces a file that appeared at --outfile during the run (a second
+run, or a user's copy); both files are kept and the run says so. Earlier errors files are set
+aside as OUT.errors.N.jsonl (docs/regenerate-responses.md "Resume and the lock")."""
 
 from __future__ import annotations
 
@@ -33,3 +35,55 @@ def test_publish_renames_when_outfile_is_absent(tmp_path: Path) -> None:
     assert final.read_bytes() == b'{"id": "new"}\n'
     assert not run.partial.exists()
     run.release()
+
+
+# --- no run deletes or replaces what an earlier run (or another process) wrote: the errors
+# files are set aside under numbered names, never deleted or renamed over ---
+
+EARLIER = b'{"id": "a", "error": "HTTP 504 after every retry"}\n'
+
+
+def _set_aside(tmp_path: Path) -> dict[str, bytes]:
+    """The numbered errors files an earlier run's records are kept in, by name."""
+    return {p.name: p.read_bytes() for p in sorted(tmp_path.glob("out.errors.*.jsonl"))}
+
+
+def test_resume_keeps_the_earlier_errors_when_the_run_stops(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    final.write_bytes(b'{"id": "b"}\n')
+    (tmp_path / "out.errors.jsonl").write_bytes(EARLIER)
+    run = files.take(final, resume=True)
+    # the server dies before conversation "a" is retried: nothing added, nothing failed
+    assert files.restore(run) == final
+    run.release()
+    assert final.read_bytes() == b'{"id": "b"}\n'
+    assert _set_aside(tmp_path) == {"out.errors.1.jsonl": EARLIER}
+    assert not (tmp_path / "out.errors.jsonl").exists()  # this run had no failure
+
+
+def test_resume_of_a_partial_file_keeps_its_errors_and_the_older_ones(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    (tmp_path / "out.partial.jsonl").write_bytes(b'{"id": "b"}\n')
+    (tmp_path / "out.partial.errors.jsonl").write_bytes(b'{"id": "c"}\n')
+    (tmp_path / "out.errors.1.jsonl").write_bytes(EARLIER)  # set aside by a run before
+    run = files.take(final, resume=True)
+    assert not (tmp_path / "out.partial.errors.jsonl").exists()  # upstream starts this run's
+    run.release()
+    assert _set_aside(tmp_path) == {
+        "out.errors.1.jsonl": EARLIER,
+        "out.errors.2.jsonl": b'{"id": "c"}\n',
+    }
+
+
+def test_a_fresh_run_publishes_its_own_errors_and_keeps_a_stale_one(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    (tmp_path / "out.errors.jsonl").write_bytes(EARLIER)  # its output was removed, not this
+    run = files.take(final, resume=False)
+    run.handle.write(b'{"id": "b"}\n')
+    run.handle.flush()
+    (tmp_path / "out.partial.errors.jsonl").write_bytes(b'{"id": "c"}\n')  # upstream's append
+    files.publish(run)
+    run.release()
+    assert final.read_bytes() == b'{"id": "b"}\n'
+    assert (tmp_path / "out.errors.jsonl").read_bytes() == b'{"id": "c"}\n'
+    assert _set_aside(tmp_path) == {"out.errors.1.jsonl": EARLIER}

@@ -14,7 +14,10 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
 - ``--resume`` appends to the earlier rows and never rewrites them: bytes after the last newline
   (a row a killed run left half written) are counted, copied to ``NAME.torn.jsonl`` and cut from
   the end of the file; the complete rows before are not touched;
-- a run that adds no row leaves an earlier output as it was, under its own name, byte for byte.
+- a run that adds no row leaves an earlier output as it was, under its own name, byte for byte;
+- an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
+  before the run starts (its conversations are retried), so the errors file a run leaves lists
+  that run's failures and a run that stops before retrying them loses no record.
 """
 
 from __future__ import annotations
@@ -80,8 +83,7 @@ def take(final: Path, resume: bool) -> Output:
                     "from it, or remove it"
                 )
         handle = _lock(partial)
-        with contextlib.suppress(FileNotFoundError):
-            errors_path(partial).unlink()
+        set_aside_errors(final)
         return Output(final, partial, handle)
     if final.exists() and partial.exists():
         _lock(partial).close()
@@ -95,10 +97,55 @@ def take(final: Path, resume: bool) -> Output:
     output = Output(final, partial, handle, from_final=from_final)
     output.torn = _cut_torn_tail(output)
     output.earlier = partial.stat().st_size
-    for stale in (errors_path(final), errors_path(partial)):  # their conversations are retried
-        with contextlib.suppress(FileNotFoundError):
-            stale.unlink()
+    set_aside_errors(final)  # their conversations are retried; their records are kept
     return output
+
+
+def set_aside_errors(final: Path) -> list[Path]:
+    """Earlier runs' errors files (``OUT.errors.jsonl``, ``OUT.partial.errors.jsonl``) moved to
+    the next free ``OUT.errors.N.jsonl`` (N above every one there, so the highest is the
+    latest), never over a file; one that holds nothing is removed. The errors file a run leaves
+    then lists the failures of that run alone. Called with the run's lock held."""
+    kept = []
+    for path in (errors_path(final), errors_path(partial_path(final))):
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        if not size:
+            path.unlink(missing_ok=True)
+            continue
+        number = 1 + max((_aside_number(final, p) for p in final.parent.iterdir()), default=0)
+        while not move(path, aside_path(final, number)):
+            number += 1
+        kept.append(aside_path(final, number))
+    return kept
+
+
+def aside_path(final: Path, number: int) -> Path:
+    """Where an earlier run's errors are kept: ``out.jsonl`` -> ``out.errors.1.jsonl``, ..."""
+    return final.with_name(f"{final.stem}.errors.{number}{final.suffix or '.jsonl'}")
+
+
+def _aside_number(final: Path, path: Path) -> int:
+    head, tail = f"{final.stem}.errors.", final.suffix or ".jsonl"
+    name = path.name
+    if name.startswith(head) and name.endswith(tail):
+        number = name[len(head) : len(name) - len(tail)]
+        if number.isdigit():
+            return int(number)
+    return 0
+
+
+def move(source: Path, target: Path) -> bool:
+    """Rename ``source`` to ``target`` unless ``target`` exists (a hard link, then the old name
+    removed): never over a file. False, and nothing moved, when ``target`` exists."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        return False
+    source.unlink()
+    return True
 
 
 def _lock(path: Path) -> IO[bytes]:

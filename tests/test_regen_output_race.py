@@ -5,12 +5,15 @@ aside as OUT.errors.N.jsonl (docs/regenerate-responses.md "Resume and the lock")
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.regenerate import output as files
+from speculators_qwen_compat.regenerate import run as regen_run
+from speculators_qwen_compat.regenerate.tally import RegenTally
 
 
 def test_publish_keeps_an_outfile_that_appeared_during_the_run(tmp_path: Path) -> None:
@@ -87,3 +90,36 @@ def test_a_fresh_run_publishes_its_own_errors_and_keeps_a_stale_one(tmp_path: Pa
     assert final.read_bytes() == b'{"id": "b"}\n'
     assert (tmp_path / "out.errors.jsonl").read_bytes() == b'{"id": "c"}\n'
     assert _set_aside(tmp_path) == {"out.errors.1.jsonl": EARLIER}
+
+
+def test_publish_keeps_an_errors_file_that_appeared_during_the_run(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    run = files.take(final, resume=False)
+    run.handle.write(b'{"id": "b"}\n')
+    run.handle.flush()
+    (tmp_path / "out.partial.errors.jsonl").write_bytes(b'{"id": "c"}\n')
+    (tmp_path / "out.errors.jsonl").write_bytes(b"someone else's\n")  # meanwhile
+    files.publish(run)
+    run.release()
+    assert final.read_bytes() == b'{"id": "b"}\n'
+    assert (tmp_path / "out.errors.jsonl").read_bytes() == b"someone else's\n"
+    assert (tmp_path / "out.partial.errors.jsonl").read_bytes() == b'{"id": "c"}\n'  # this run's
+
+
+def test_the_run_names_where_its_failures_are_when_the_errors_name_was_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    final = tmp_path / "out.jsonl"
+    run = files.take(final, resume=False)
+    run.handle.write(b'{"id": "b"}\n')
+    run.handle.flush()
+    (tmp_path / "out.partial.errors.jsonl").write_bytes(b'{"id": "c"}\n')
+    (tmp_path / "out.errors.jsonl").write_bytes(b"someone else's\n")  # meanwhile
+    tally = RegenTally(conversations_in=2, regenerated=1, rows_out=1)
+    tally.failed["HTTP 504 after every retry"] = 1
+    regen_run._finish(run, tally)
+    run.release()
+    assert (tmp_path / "out.errors.jsonl").read_bytes() == b"someone else's\n"
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    assert report["errors_file"] == str(tmp_path / "out.partial.errors.jsonl")
+    assert f"each failure is in {tmp_path / 'out.partial.errors.jsonl'}" in capsys.readouterr().out

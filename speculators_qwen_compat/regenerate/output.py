@@ -59,6 +59,13 @@ class Output:
     #: bytes of earlier rows in the partial file when the run started
     earlier: int = 0
     torn: int = 0
+    #: where this run's failures are (upstream appends to the partial file's errors file;
+    #: publish and restore move it beside the rows, never over a file)
+    errors: Path = Path()
+
+    def __post_init__(self) -> None:
+        if self.errors == Path():
+            self.errors = errors_path(self.partial)
 
     def added(self) -> bool:
         """Whether this run appended anything to the earlier rows."""
@@ -206,8 +213,9 @@ def _after_last_newline(file: IO[bytes], size: int, block: int = 1 << 16) -> int
 
 def publish(output: Output) -> None:
     """The run ended well: the partial file (and its errors) become ``--outfile``. Never over a
-    file that appeared at ``--outfile`` while the run went on (a hard link, not a rename, so an
-    existing one is refused and both are kept)."""
+    file that appeared at ``--outfile`` (or its errors file) while the run went on (a hard link,
+    not a rename, so an existing one is refused and both are kept; this run's errors then stay
+    in ``output.errors``, the partial file's errors file)."""
     try:
         os.link(output.partial, output.final)
     except FileExistsError:
@@ -216,9 +224,8 @@ def publish(output: Output) -> None:
             "compare them and keep one"
         ) from None
     output.partial.unlink()
-    errors = errors_path(output.partial)
-    if errors.exists():
-        errors.replace(errors_path(output.final))
+    if output.errors.exists() and move(output.errors, errors_path(output.final)):
+        output.errors = errors_path(output.final)
 
 
 def restore(output: Output) -> Path | None:
@@ -230,6 +237,7 @@ def restore(output: Output) -> Path | None:
         output.partial.replace(output.final)
         if failures:
             errors.replace(errors_path(output.final))
+            output.errors = errors_path(output.final)
     elif not output.earlier:
         output.partial.unlink(missing_ok=True)
     if not failures:

@@ -107,11 +107,16 @@ def _finish(output: files.Output, tally: RegenTally) -> None:
     if output.added() or (output.earlier and not output.from_final and not failed):
         files.publish(output)
         _end(output, tally, complete=True, code=0, rows_at=final)
-        print(f"{tally.summary()}; wrote {final}", flush=True)
+        line = f"{tally.summary()}; wrote {final}"
+        if _failures_in(output) and output.errors != files.errors_path(final):
+            line += (
+                f"; each failure is in {output.errors} ({files.errors_path(final)} appeared "
+                "while this run went on: kept as it is)"
+            )
+        print(line, flush=True)
         return
     where = files.restore(output)
-    errors = files.errors_path(where or output.partial)
-    noted = f"; each failure is in {errors}" if errors.exists() and errors.stat().st_size else ""
+    noted = f"; each failure is in {output.errors}" if _failures_in(output) else ""
     if where is None:
         _end(output, tally, complete=True, code=1, rows_at=None)
         raise CompatError(
@@ -140,15 +145,16 @@ def _end(
     output: files.Output, tally: RegenTally, *, complete: bool, code: int, rows_at: Path | None
 ) -> None:
     """The report, the run's last write: what was counted, the exit code, where the rows are."""
-    errors = [
-        str(p)
-        for p in (files.errors_path(output.final), files.errors_path(output.partial))
-        if p.exists() and p.stat().st_size
-    ]
     write_report(
         output.final, tally, complete=complete, exit_code=code,
-        output=str(rows_at) if rows_at else None, errors_file=errors[0] if errors else None,
+        output=str(rows_at) if rows_at else None,
+        errors_file=str(output.errors) if _failures_in(output) else None,
     )  # fmt: skip
+
+
+def _failures_in(output: files.Output) -> bool:
+    """Whether this run's errors file holds a failure."""
+    return output.errors.exists() and output.errors.stat().st_size > 0
 
 
 def _rows_in(dataset: str, limit: int | None) -> int:

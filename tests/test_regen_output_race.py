@@ -123,3 +123,39 @@ def test_the_run_names_where_its_failures_are_when_the_errors_name_was_taken(
     report = json.loads((tmp_path / "out.report.json").read_text())
     assert report["errors_file"] == str(tmp_path / "out.partial.errors.jsonl")
     assert f"each failure is in {tmp_path / 'out.partial.errors.jsonl'}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("failures", [b"", b'{"id": "c"}\n'])
+def test_restore_keeps_an_outfile_that_appeared_during_the_run(
+    tmp_path: Path, failures: bytes
+) -> None:
+    final = tmp_path / "out.jsonl"
+    final.write_bytes(b'{"id": "b"}\n')
+    run = files.take(final, resume=True)
+    (tmp_path / "out.partial.errors.jsonl").write_bytes(failures)
+    final.write_bytes(b"someone else's\n")  # meanwhile
+    (tmp_path / "out.errors.jsonl").write_bytes(b"someone else's errors\n")
+    where = files.restore(run)
+    run.release()
+    assert final.read_bytes() == b"someone else's\n"
+    assert (tmp_path / "out.errors.jsonl").read_bytes() == b"someone else's errors\n"
+    assert where == run.partial and run.partial.read_bytes() == b'{"id": "b"}\n'
+    if failures:
+        assert (tmp_path / "out.partial.errors.jsonl").read_bytes() == failures
+
+
+def test_the_run_says_the_outfile_appeared_and_where_the_earlier_rows_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    final = tmp_path / "out.jsonl"
+    final.write_bytes(b'{"id": "b"}\n')
+    run = files.take(final, resume=True)
+    final.write_bytes(b"someone else's\n")  # meanwhile
+    with pytest.raises(CompatError, match="appeared while this run went on") as refused:
+        regen_run._finish(run, RegenTally(conversations_in=1, resumed=1))
+    run.release()
+    assert final.read_bytes() == b"someone else's\n"
+    assert (tmp_path / "out.partial.jsonl").read_bytes() == b'{"id": "b"}\n'
+    assert f"the earlier rows are in {tmp_path / 'out.partial.jsonl'}" in str(refused.value)
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    assert report["exit_code"] == 1 and report["output"] == str(tmp_path / "out.partial.jsonl")

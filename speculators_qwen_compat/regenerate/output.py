@@ -59,6 +59,9 @@ class Output:
     #: bytes of earlier rows in the partial file when the run started
     earlier: int = 0
     torn: int = 0
+    #: a file appeared at ``--outfile`` during the run, so restore left the earlier rows in the
+    #: partial file (both kept)
+    appeared: bool = False
     #: where this run's failures are (upstream appends to the partial file's errors file;
     #: publish and restore move it beside the rows, never over a file)
     errors: Path = Path()
@@ -230,21 +233,24 @@ def publish(output: Output) -> None:
 
 def restore(output: Output) -> Path | None:
     """Nothing was added: put an earlier output back under its name, byte for byte; drop a
-    partial file this run created empty. Where the earlier rows are (None: there are none)."""
-    errors = errors_path(output.partial)
-    failures = errors.exists() and errors.stat().st_size > 0
+    partial file this run created empty. Never over a file that appeared at ``--outfile`` (or
+    its errors file) while the run went on (a hard link, as publish): the earlier rows then stay
+    in the partial file, both are kept and ``output.appeared`` says so. Where the earlier rows
+    are (None: there are none)."""
+    failures = output.errors.exists() and output.errors.stat().st_size > 0
+    where: Path | None = output.partial if output.earlier or output.from_final else None
     if output.from_final:
-        output.partial.replace(output.final)
-        if failures:
-            errors.replace(errors_path(output.final))
-            output.errors = errors_path(output.final)
+        if move(output.partial, output.final):
+            where = output.final
+            if failures and move(output.errors, errors_path(output.final)):
+                output.errors = errors_path(output.final)
+        else:
+            output.appeared = True
     elif not output.earlier:
         output.partial.unlink(missing_ok=True)
     if not failures:
-        errors.unlink(missing_ok=True)
-    if output.from_final:
-        return output.final
-    return output.partial if output.earlier else None
+        output.errors.unlink(missing_ok=True)  # this run's, empty
+    return where
 
 
 def drop_empty_errors(path: Path) -> None:

@@ -117,6 +117,11 @@ def _finish(output: files.Output, tally: RegenTally) -> None:
         return
     where = files.restore(output)
     noted = f"; each failure is in {output.errors}" if _failures_in(output) else ""
+    if output.appeared:
+        _end(output, tally, complete=True, code=1, rows_at=where)
+        raise CompatError(
+            f"nothing new was regenerated ({tally.summary()}); {_appeared(output)}{noted}"
+        )
     if where is None:
         _end(output, tally, complete=True, code=1, rows_at=None)
         raise CompatError(
@@ -194,6 +199,8 @@ def _stopped(
         head = f"the vLLM server at {endpoint} failed: {head}"
     if rows_at is None:
         return f"{head}; no row was written; {tally.summary()}; fix it and rerun the same command"
+    if output.appeared:
+        return f"{head}; {_appeared(output)}; {tally.summary()}"
     if rows_at == output.final:
         return (
             f"{head}; nothing was added, {output.final} is as it was; {tally.summary()}; fix it "
@@ -202,6 +209,13 @@ def _stopped(
     return (
         f"{head}; the rows are in {output.partial} (partial); {tally.summary()}; fix it and "
         f"rerun the same command with --resume to finish into {output.final}"
+    )
+
+
+def _appeared(output: files.Output) -> str:
+    return (
+        f"{output.final} appeared while this run went on: the earlier rows are in "
+        f"{output.partial}, as they were; both are kept: compare them and keep one"
     )
 
 

@@ -159,3 +159,44 @@ def test_the_run_says_the_outfile_appeared_and_where_the_earlier_rows_are(
     assert f"the earlier rows are in {tmp_path / 'out.partial.jsonl'}" in str(refused.value)
     report = json.loads((tmp_path / "out.report.json").read_text())
     assert report["exit_code"] == 1 and report["output"] == str(tmp_path / "out.partial.jsonl")
+
+
+def test_resume_never_renames_the_outfile_over_a_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second --resume saw ``out.jsonl`` just before the first renamed it to the partial
+    file: it must not create an empty ``out.jsonl`` and rename it over the first's rows."""
+    final = tmp_path / "out.jsonl"
+    final.write_bytes(b'{"id": "b"}\n')
+    lock = files._lock
+
+    def first_run_renames_meanwhile(path: Path, *flags: int) -> object:
+        if final.exists():
+            final.rename(tmp_path / "out.partial.jsonl")
+        return lock(path, *flags)
+
+    monkeypatch.setattr(files, "_lock", first_run_renames_meanwhile)
+    with pytest.raises(CompatError, match="another regenerate-responses run"):
+        files.take(final, resume=True)
+    assert (tmp_path / "out.partial.jsonl").read_bytes() == b'{"id": "b"}\n'
+    assert not final.exists()
+
+
+def test_a_fresh_run_never_appends_to_a_partial_file_that_appeared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another run created ``out.partial.jsonl`` after this one saw no such file: this run is
+    refused and never appends to its rows."""
+    final = tmp_path / "out.jsonl"
+    partial = tmp_path / "out.partial.jsonl"
+    lock = files._lock
+
+    def other_run_starts_meanwhile(path: Path, *flags: int) -> object:
+        if not partial.exists():
+            partial.write_bytes(b'{"id": "other"}\n')
+        return lock(path, *flags)
+
+    monkeypatch.setattr(files, "_lock", other_run_starts_meanwhile)
+    with pytest.raises(CompatError, match="already exists"):
+        files.take(final, resume=False)
+    assert partial.read_bytes() == b'{"id": "other"}\n'

@@ -86,24 +86,30 @@ def take(final: Path, resume: bool) -> Output:
         for path, what in ((partial, "the rows of an interrupted run"),
                            (final, "the output of an earlier run")):  # fmt: skip
             if path.exists():
-                _lock(path).close()  # a run writing it is named as such
-                raise CompatError(
-                    f"{path} already exists ({what}); speculators would append a second copy "
-                    "of every row: pass --resume to regenerate only the conversations missing "
-                    "from it, or remove it"
-                )
-        handle = _lock(partial)
+                _lock(path, EXISTING).close()  # a run writing it is named as such
+                raise _exists(path, what)
+        try:
+            handle = _lock(partial, NEW)  # never appends to a file that appeared meanwhile
+        except FileExistsError:
+            raise _exists(partial, "the rows of an interrupted run") from None
         set_aside_errors(final)
         return Output(final, partial, handle)
-    if final.exists() and partial.exists():
-        _lock(partial).close()
+    had_final, had_partial = final.exists(), partial.exists()
+    if had_final and had_partial:
+        _lock(partial, EXISTING).close()
         raise CompatError(
             f"both {final} and {partial} exist: keep the one to resume and remove the other"
         )
-    from_final = final.exists()
-    handle = _lock(final if from_final else partial)
-    if from_final:
-        final.replace(partial)  # the lock is on the file, not its name
+    from_final = had_final
+    # a file that was there is locked where it is, never created again under its name (another
+    # run may have renamed it meanwhile)
+    handle = _lock(final if from_final else partial, EXISTING if had_partial or had_final else NEW)
+    if from_final and not move(final, partial):  # the lock is on the file, not its name
+        handle.close()
+        raise CompatError(
+            f"{partial} appeared while this run took {final}: another regenerate-responses run "
+            "is starting on this output; wait for it to end, or give this run another --outfile"
+        )
     output = Output(final, partial, handle, from_final=from_final)
     output.torn = _cut_torn_tail(output)
     output.earlier = partial.stat().st_size
@@ -158,11 +164,27 @@ def move(source: Path, target: Path) -> bool:
     return True
 
 
-def _lock(path: Path) -> IO[bytes]:
-    """``path`` opened for appending (created if absent) with an exclusive lock, or the one line
-    saying another run holds it."""
+#: how _lock opens a file: one that exists (gone: another run renamed it), or a new one
+#: (FileExistsError when one is there)
+EXISTING = os.O_WRONLY | os.O_APPEND
+NEW = EXISTING | os.O_CREAT | os.O_EXCL
+
+
+def _exists(path: Path, what: str) -> CompatError:
+    return CompatError(
+        f"{path} already exists ({what}); speculators would append a second copy of every row: "
+        "pass --resume to regenerate only the conversations missing from it, or remove it"
+    )
+
+
+def _lock(path: Path, flags: int) -> IO[bytes]:
+    """``path`` opened for appending (``flags``: EXISTING or NEW) with an exclusive lock, or the
+    one line saying another run holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("ab")
+    try:
+        handle = os.fdopen(os.open(path, flags, 0o666), "ab")
+    except FileNotFoundError:  # it was there a moment ago: another run renamed it
+        raise _busy(path) from None
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         # another run may have renamed the file between open and lock: the lock must be on
@@ -171,11 +193,15 @@ def _lock(path: Path) -> IO[bytes]:
             raise OSError("renamed while locking")
     except OSError:
         handle.close()
-        raise CompatError(
-            f"another regenerate-responses run is writing {path} (it holds its lock); wait for "
-            "it to end, or give this run another --outfile"
-        ) from None
+        raise _busy(path) from None
     return handle
+
+
+def _busy(path: Path) -> CompatError:
+    return CompatError(
+        f"another regenerate-responses run is writing {path} (it holds its lock); wait for it "
+        "to end, or give this run another --outfile"
+    )
 
 
 def _cut_torn_tail(output: Output) -> int:

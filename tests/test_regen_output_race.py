@@ -200,3 +200,19 @@ def test_a_fresh_run_never_appends_to_a_partial_file_that_appeared(
     with pytest.raises(CompatError, match="already exists"):
         files.take(final, resume=False)
     assert partial.read_bytes() == b'{"id": "other"}\n'
+
+
+def test_the_report_says_where_the_rows_are_when_the_outfile_appeared(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    report = tmp_path / "out.report.json"
+    report.write_text('{"exit_code": 0, "output": "out.jsonl"}\n')  # an earlier run's
+    run = files.take(final, resume=False)
+    run.handle.write(b'{"id": "new"}\n')
+    run.handle.flush()
+    final.write_bytes(b'{"id": "other run"}\n')  # written by someone else meanwhile
+    with pytest.raises(CompatError, match="appeared while this run"):
+        regen_run._finish(run, RegenTally(conversations_in=1, regenerated=1, rows_out=1))
+    run.release()
+    written = json.loads(report.read_text())
+    assert written["exit_code"] == 1 and written["output"] == str(run.partial)
+    assert run.partial.read_bytes() == b'{"id": "new"}\n'

@@ -105,7 +105,11 @@ def _finish(output: files.Output, tally: RegenTally) -> None:
     final = output.final
     failed = sum(tally.failed.values())
     if output.added() or (output.earlier and not output.from_final and not failed):
-        files.publish(output)
+        try:
+            files.publish(output)
+        except CompatError:  # a file appeared at --outfile: the rows stay in the partial file
+            _end(output, tally, complete=True, code=1, rows_at=output.partial)
+            raise
         _end(output, tally, complete=True, code=0, rows_at=final)
         line = f"{tally.summary()}; wrote {final}"
         if _failures_in(output) and output.errors != files.errors_path(final):

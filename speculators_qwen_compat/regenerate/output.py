@@ -17,7 +17,9 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
 - a run that adds no row leaves an earlier output as it was, under its own name, byte for byte;
 - an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
   before the run starts (its conversations are retried), so the errors file a run leaves lists
-  that run's failures and a run that stops before retrying them loses no record.
+  that run's failures and a run that stops before retrying them loses no record;
+- no name is ever renamed over: take, publish and restore move a file by a hard link (``move``),
+  so a file that appeared under the target name while the run went on is kept, and so are ours.
 """
 
 from __future__ import annotations

@@ -1,0 +1,257 @@
+"""The test environments (envs/environments.toml), built with uv, and this checkout's venvs.
+
+Usage: python tools/envs.py where | build NAME... | wheel | install cpu|vision
+Target: ``make demo``/``make test`` from a clean clone, and several checkouts testing at once.
+
+- Where: $VENVS, otherwise the checkout's .venvs, made on first use as a link to
+  ~/.cache/speculators-qwen-compat/envs (XDG_CACHE_HOME honoured), so clones share them.
+- An environment NAME is a link ``NAME -> .store/NAME-HASH``: HASH covers its table entry, the
+  common list it uses, its script and the Python version, so a fresh clone rebuilds nothing and
+  editing one release rebuilds only that folder. A build goes into a scratch folder beside the
+  store (venvs are made ``--relocatable``), is checked, renamed into the store, then the link is
+  swapped (one rename): an environment is absent or whole, a store folder never changes after it
+  is whole, so a run reading the old one is undisturbed (tools/release_python.sh reads through
+  the resolved path) and two runs building the same one both finish with the same result. A failed
+  install, a missing import or a release folder holding torch fails the build and replaces nothing.
+- ``rel/main``: the newest release's folder with speculators from upstream's main
+  ($SPECULATORS_GIT: a git URL, ``git+URL@REF``, or a local checkout), pinned to the commit.
+- ``install BASE``: build/venv-BASE, a venv (no pip) whose ``00_base_venv.pth`` adds the base
+  venv's site-packages after its own, holding this package's wheel (not editable) and the base's
+  console scripts: each checkout tests its own code and never writes into a shared base.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import uv  # noqa: E402
+
+TABLE = ROOT / "envs" / "environments.toml"
+WHEELS = ROOT / "build" / "wheel"
+UPSTREAM = "git+https://github.com/vllm-project/speculators@main"
+PYTHON = getattr(sys, "_base_executable", sys.executable)
+
+
+class BuildError(Exception):
+    pass
+
+
+def fail(message: str) -> None:
+    print(f"speculators_qwen_compat: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def table() -> dict:
+    return tomllib.loads(TABLE.read_text(encoding="utf-8"))
+
+
+def folder() -> Path:
+    """The environments' real folder ($VENVS, or the checkout's .venvs link, made when missing)."""
+    link = ROOT / ".venvs"
+    shared = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    shared = shared / "speculators-qwen-compat" / "envs"
+    if link.is_symlink() and Path(os.readlink(link)) == shared.with_name("venvs"):
+        link.unlink()  # made by the pip-based tools: that folder's layout is not this one
+    if "VENVS" in os.environ:
+        where = Path(os.environ["VENVS"])
+    else:
+        if not link.exists() and not link.is_symlink():
+            shared.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(shared)
+        where = link
+    where.mkdir(parents=True, exist_ok=True)
+    return where.resolve()
+
+
+def newest_release(envs: dict) -> str:
+    numbered = [n for n in envs if re.fullmatch(r"rel/\d+(\.\d+)+", n)]
+    return max(numbered, key=lambda n: tuple(int(p) for p in n[4:].split(".")))
+
+
+def spec_of(name: str) -> dict:
+    envs = table()["env"]
+    if name in envs:
+        return envs[name]
+    if name == "rel/main":
+        newest = envs[newest_release(envs)]
+        main = f"speculators @ {upstream_source(os.environ.get('SPECULATORS_GIT') or UPSTREAM)}"
+        no_deps = [main if p.startswith("speculators==") else p for p in newest["no_deps"]]
+        return {**newest, "no_deps": no_deps}
+    fail(f"no environment {name} in {TABLE.relative_to(ROOT)}")
+    raise AssertionError
+
+
+def upstream_source(source: str) -> str:
+    """A git source pinned to its commit (the hash of rel/main then follows upstream's main)."""
+    if Path(source).is_dir():  # a local checkout
+        head = subprocess.run(["git", "-C", source, "rev-parse", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        return f"git+file://{Path(source).resolve()}@{head}"
+    url, _, ref = source.removeprefix("git+").rpartition("@") if "@" in source else (
+        source.removeprefix("git+"), "", "HEAD")  # fmt: skip
+    found = subprocess.run(["git", "ls-remote", url, ref or "HEAD"], check=True,
+                           capture_output=True, text=True).stdout.split()  # fmt: skip
+    if not found:
+        fail(f"no {ref} at {url}: set SPECULATORS_GIT to a git URL@branch or a local checkout")
+    return f"git+{url}@{found[0]}"
+
+
+def digest(spec: dict, common: list[str]) -> str:
+    script = (ROOT / spec["script"]).read_text() if "script" in spec else ""
+    text = json.dumps([spec, common if spec.get("common") else [], script, sys.version], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def build(name: str, spec: dict | None = None) -> Path:
+    """NAME's environment, built when its hash changed; the resolved folder."""
+    data = table()
+    spec = spec or spec_of(name)
+    venvs = folder()
+    over = build(spec["over"]) if "over" in spec else None
+    link = venvs / name
+    if link.exists() and not link.is_symlink():
+        fail(f"{link} was built by the pip-based tools: set VENVS to another folder or remove it")
+    store = venvs / ".store" / f"{name.replace('/', '-')}-{digest(spec, data['common'])}"
+    if not store.is_dir():
+        store.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f"{store.name}.", suffix=".tmp", dir=store.parent))
+        scratch.chmod(0o755)
+        try:
+            make(scratch, spec, data, over)
+            scratch.rename(store)
+        except BuildError as error:
+            shutil.rmtree(scratch, ignore_errors=True)
+            fail(f"could not build {name} ({error}): nothing was replaced")
+        except OSError:  # another run finished the same build first
+            shutil.rmtree(scratch, ignore_errors=True)
+        print(f"built {name} ({store})", flush=True)
+    if not link.is_symlink() or link.resolve() != store:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        swap = link.with_name(f".{link.name}.{os.getpid()}")
+        swap.symlink_to(os.path.relpath(store, link.parent))
+        swap.replace(link)
+    return store
+
+
+def run(command: list[str], **kwargs) -> None:
+    if subprocess.run(command, **kwargs).returncode != 0:
+        raise BuildError(f"{Path(command[0]).name} {command[1]} failed, see above")
+
+
+def uv_command(*args: str) -> list[str]:
+    return [uv.binary(table()["uv"]), *args]
+
+
+def make(scratch: Path, spec: dict, data: dict, over: Path | None) -> None:
+    """Build one environment into ``scratch``: a venv, or a folder run over ``over``."""
+    env = uv.environment()
+    sources = uv.source_args()
+    packages = [*spec.get("packages", []), *(data["common"] if spec.get("common") else [])]
+    if over is None:
+        run(uv_command("venv", "-q", "--relocatable", "--python", PYTHON, str(scratch)), env=env)
+        python = scratch / "bin" / "python"
+        target: list[str] = []
+        check_env = dict(os.environ)
+    else:
+        python = over / "bin" / "python"
+        site = scratch / "site-packages"
+        target = ["--target", str(site)]
+        check_env = {**os.environ, "PYTHONPATH": str(site)}
+    pip = uv_command("pip", "install", "-q", "--python", str(python), *target, *sources)
+    if packages:
+        run([*pip, *packages], env=env)
+    if spec.get("no_deps"):
+        run([*pip, "--no-deps", *spec["no_deps"]], env=env)
+    if spec.get("remove"):
+        run(uv_command("pip", "uninstall", "-q", "--python", str(python), *spec["remove"]), env=env)
+    if over is not None and (site / "bin").is_dir():
+        for script in (site / "bin").iterdir():  # the venv first on PATH runs them
+            head, body = launcher(script.read_text(errors="replace"))
+            if "python" in head:
+                script.write_text(f"#!/usr/bin/env python\n{body}")
+    if over is not None and (site / "torch").exists():
+        raise BuildError("the folder holds torch, which would shadow the base's: fix its packages")
+    if "script" in spec:
+        run([str(python), str(ROOT / spec["script"]), str(scratch)])
+    if spec.get("check"):
+        run([str(python), "-c", f"import {', '.join(spec['check'])}"], env=check_env)
+
+
+def launcher(text: str) -> tuple[str, str]:
+    """(launcher, Python body) of a console script: ``#!...python`` or uv's relocatable form
+    (``#!/bin/sh``, an ``exec`` line naming the interpreter, a line closing the string)."""
+    if text.startswith("#!/bin/sh\n'''exec'"):
+        head, _, body = text.partition("\n' '''\n")
+        return head, body
+    head, _, body = text.partition("\n")
+    return (head, body) if head.startswith("#!") else ("", text)
+
+
+def wheel() -> None:
+    """This package's wheel into build/wheel (uv build, isolated, the machine's sources)."""
+    shutil.rmtree(WHEELS, ignore_errors=True)
+    command = uv_command("build", "-q", "--wheel", "--out-dir", str(WHEELS), *uv.source_args(build=True))
+    if subprocess.run([*command, str(ROOT)], env=uv.environment()).returncode != 0:
+        fail("could not build this package's wheel (above)")
+
+
+def install(base: str) -> None:
+    """build/venv-BASE: this package's wheel over the shared base venv (see the docstring)."""
+    base_dir = build(f"base-{base}")
+    wheels = sorted(WHEELS.glob("speculators_qwen_compat-*.whl"))
+    if len(wheels) != 1:
+        fail(f"expected one wheel in {WHEELS}, found {len(wheels)}: run make wheel")
+    venv = ROOT / "build" / f"venv-{base}"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{venv}.lock", "w") as lock:  # one install at a time per checkout
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run(uv_command("venv", "-q", "--python", PYTHON, str(venv)), check=True)
+        sites = [next((d / "lib").glob("python3*/site-packages")) for d in (venv, base_dir)]
+        (sites[0] / "00_base_venv.pth").write_text(f"import site; site.addsitedir('{sites[1]}')\n")
+        for script in (base_dir / "bin").iterdir():  # relocatable: they run the python beside them
+            if not (venv / "bin" / script.name).exists() and not script.name.startswith("activate"):
+                shutil.copy2(script, venv / "bin" / script.name)
+        pip = uv_command("pip", "install", "-q", "--python", str(venv / "bin" / "python"))
+        subprocess.run([*pip, "--no-deps", str(wheels[0])], check=True)
+    check = [str(venv / "bin" / "python"), "-c", "import speculators_qwen_compat, wrapt"]
+    if subprocess.run(check).returncode != 0:
+        fail(f"{venv} cannot import this package and the base's wrapt: see the lines above")
+    print(f"installed {wheels[0].name} into {venv} (over {base_dir})")
+
+
+def main(argv: list[str]) -> int:
+    usage = "usage: tools/envs.py where | build NAME... | wheel | install cpu|vision"
+    if not argv or argv[0] not in ("where", "build", "wheel", "install"):
+        print(usage, file=sys.stderr)
+        return 2
+    if argv[0] == "where":
+        print(folder())
+    elif argv[0] == "build":
+        for name in argv[1:]:
+            build(name)
+    elif argv[0] == "wheel":
+        wheel()
+    elif len(argv) == 2 and argv[1] in ("cpu", "vision"):
+        install(argv[1])
+    else:
+        print(usage, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

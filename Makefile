@@ -1,5 +1,5 @@
 # speculators-qwen-compat: demo, tests, lint and the test environments.
-# Test environments (tools/envs.py, declared in envs/environments.toml, built with uv once and
+# Test environments (tools/environments.py, declared in envs/environments.toml, built with uv once and
 # reused across runs and clones: the checkout's .venvs links to
 # ~/.cache/speculators-qwen-compat/envs, or use $VENVS): tools (ruff), two base venvs holding
 # torch (base-cpu: torch 2.13.0 CPU; base-vision: torch 2.14.1 + torchvision 0.29.1), one
@@ -9,7 +9,7 @@
 # whole; uv gets the machine's package sources from pip's config (tools/uv.py).
 # tools/release_python.sh runs one release. This package goes from its wheel (not editable,
 # rebuilt on every run) into this checkout's own venv over a base venv (build/venv-cpu,
-# build/venv-vision: tools/envs.py install), never into the shared base venvs, so two checkouts
+# build/venv-vision: tools/environments.py install), never into the shared base venvs, so two checkouts
 # test their own code at the same time. `make test` and `make test-quick` are tools/matrix.py:
 # the builds and the test passes run concurrently, and it prints the wall time of each part.
 
@@ -23,7 +23,7 @@ CORE_RELEASES := 0.5.0 0.9.0
 DEMO_RELEASE := 0.9.0
 PYTEST_ARGS ?=
 MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
-ENVS := $(PYTHON) tools/envs.py
+ENVS := $(PYTHON) tools/environments.py
 # `make test-main`: the release suite against speculators from upstream's main (a git URL, URL@REF
 # or a local checkout).
 SPECULATORS_GIT ?= git+https://github.com/vllm-project/speculators@main
@@ -44,7 +44,7 @@ help:
 	@echo "make bench-acceptance - drafters trained with the fixes off and on: acceptance (CPU)"
 	@echo "make patches    - regenerate patches/ from the package's normaliser and local rendering"
 
-# tools/envs.py decides itself whether an environment is current (its recipe's hash).
+# tools/environments.py decides itself whether an environment is current (its recipe's hash).
 tools-venv:
 	$(ENVS) build tools
 base-cpu:
@@ -59,7 +59,7 @@ specforge:
 	$(ENVS) build rel/specforge-0.2.0
 # Not phony: GNU make never searches pattern rules for a phony target (release-0.9.0 would be
 # "nothing to be done" on a fresh machine); no file of that name exists, so the recipe always
-# runs and tools/envs.py decides.
+# runs and tools/environments.py decides.
 release-%:
 	$(ENVS) build rel/$*
 
@@ -67,7 +67,7 @@ wheel:
 	$(ENVS) wheel
 
 # This checkout's venv build/venv-cpu (build/venv-vision): this package's wheel (not editable)
-# over the shared base venv, which stays untouched (tools/envs.py install).
+# over the shared base venv, which stays untouched (tools/environments.py install).
 install: wheel
 	$(ENVS) install cpu
 

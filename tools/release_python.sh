@@ -2,10 +2,10 @@
 # Run Python for one speculators release: tools/release_python.sh RELEASE [cpu|vision] ARGS...
 # The release's folder (rel/RELEASE/site-packages under $VENVS, default the checkout's .venvs)
 # goes first on PYTHONPATH of this checkout's venv build/venv-cpu or build/venv-vision (this
-# package's wheel over a shared base venv, tools/envs.py install). Child processes inherit
+# package's wheel over a shared base venv, tools/environments.py install). Child processes inherit
 # PYTHONPATH and PATH, so datasets.map workers, torchrun ranks and prepare_data subprocesses see
 # the same release and the same checkout's code. The folder is named by its resolved path (a
-# store folder that never changes: a rebuild while this runs swaps only the link, tools/envs.py).
+# store folder that never changes: a rebuild while this runs swaps only the link, tools/environments.py).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venvs="${VENVS:-$root/.venvs}"

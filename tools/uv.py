@@ -1,8 +1,8 @@
 """The pinned uv, and the machine's package sources handed to it.
 
-Target: tools/envs.py (every test environment, the checkout's venvs) on a machine with nothing
-but Python 3.11 and pip. Why: uv resolves, links from one cache and is safe to run side by side,
-but it reads no pip configuration, and this machine takes torch's CPU wheels through pip's
+Target: tools/environments.py (every test environment, the checkout's venvs) on a machine with
+nothing but Python 3.11 and pip. Why: uv resolves, links from one cache and is safe to run side
+by side, but it reads no pip configuration, and this machine takes torch's CPU wheels through pip's
 (find-links, extra indexes, a constraints file): without them uv would download multi-GB CUDA
 builds of torch from PyPI. The pins of ``envs/environments.toml`` (its ``uv``) say which uv.
 """

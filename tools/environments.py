@@ -1,6 +1,6 @@
 """The test environments (envs/environments.toml), built with uv, and this checkout's venvs.
 
-Usage: python tools/envs.py where | build NAME... | wheel | install cpu|vision
+Usage: python tools/environments.py where | build NAME... | wheel | install cpu|vision
 Target: ``make demo``/``make test`` from a clean clone, and several checkouts testing at once.
 
 - Where: $VENVS, otherwise the checkout's .venvs, made on first use as a link to
@@ -111,7 +111,9 @@ def upstream_source(source: str) -> str:
 
 def digest(spec: dict, common: list[str]) -> str:
     script = (ROOT / spec["script"]).read_text() if "script" in spec else ""
-    text = json.dumps([spec, common if spec.get("common") else [], script, sys.version], sort_keys=True)
+    text = json.dumps(
+        [spec, common if spec.get("common") else [], script, sys.version], sort_keys=True
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -203,7 +205,9 @@ def launcher(text: str) -> tuple[str, str]:
 def wheel() -> None:
     """This package's wheel into build/wheel (uv build, isolated, the machine's sources)."""
     shutil.rmtree(WHEELS, ignore_errors=True)
-    command = uv_command("build", "-q", "--wheel", "--out-dir", str(WHEELS), *uv.source_args(build=True))
+    command = uv_command(
+        "build", "-q", "--wheel", "--out-dir", str(WHEELS), *uv.source_args(build=True)
+    )
     if subprocess.run([*command, str(ROOT)], env=uv.environment()).returncode != 0:
         fail("could not build this package's wheel (above)")
 
@@ -234,7 +238,7 @@ def install(base: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    usage = "usage: tools/envs.py where | build NAME... | wheel | install cpu|vision"
+    usage = "usage: tools/environments.py where | build NAME... | wheel | install cpu|vision"
     if not argv or argv[0] not in ("where", "build", "wheel", "install"):
         print(usage, file=sys.stderr)
         return 2

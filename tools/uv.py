@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+#: The Python whose pip is asked (a venv made by uv has no pip: its base interpreter's)
+PYTHON = getattr(sys, "_base_executable", sys.executable)
 #: pip's option -> uv's flag; each value of a pip option may hold several entries.
 FLAGS = {
     "index-url": "--index-url",
@@ -37,7 +39,7 @@ def binary(version: str) -> str:
     if not uv.is_file():
         home.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f"uv-{version}.", dir=home.parent))
-        pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        pip = [PYTHON, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         subprocess.run([*pip, "--target", str(scratch), f"uv=={version}"], check=True)
         try:
             scratch.rename(home)  # whole or absent; a concurrent bootstrap may have won
@@ -54,7 +56,7 @@ def _version(uv: str) -> str:
 def pip_settings() -> dict[str, str]:
     """pip's effective settings (``pip config list``: files, then PIP_* variables over them)."""
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
+        [PYTHON, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
     ).stdout  # fmt: skip
     found: dict[str, dict[str, str]] = {}
     for line in out.splitlines():

@@ -1,6 +1,6 @@
 """The test environments (envs/environments.toml), built with uv, and this checkout's venvs.
 
-Usage: python tools/environments.py where | build NAME... | wheel | install cpu|vision
+Usage: python tools/environments.py build NAME... | wheel | install cpu|vision
 Target: ``make demo``/``make test`` from a clean clone, and several checkouts testing at once.
 
 - Where: $VENVS, otherwise the checkout's .venvs, made on first use as a link to
@@ -96,13 +96,11 @@ def spec_of(name: str) -> dict:
 
 def upstream_source(source: str) -> str:
     """A git source pinned to its commit (the hash of rel/main then follows upstream's main)."""
-    if Path(source).is_dir():  # a local checkout
-        head = subprocess.run(["git", "-C", source, "rev-parse", "HEAD"], check=True,
-                              capture_output=True, text=True).stdout.strip()  # fmt: skip
-        return f"git+file://{Path(source).resolve()}@{head}"
-    url, _, ref = source.removeprefix("git+").rpartition("@") if "@" in source else (
-        source.removeprefix("git+"), "", "HEAD")  # fmt: skip
-    found = subprocess.run(["git", "ls-remote", url, ref or "HEAD"], check=True,
+    source = f"file://{Path(source).resolve()}" if Path(source).is_dir() else source
+    url, _, ref = (
+        source.removeprefix("git+").rpartition("@") if "@" in source else (source, 0, "HEAD")
+    )
+    found = subprocess.run(["git", "ls-remote", url.removeprefix("git+"), ref], check=True,
                            capture_output=True, text=True).stdout.split()  # fmt: skip
     if not found:
         fail(f"no {ref} at {url}: set SPECULATORS_GIT to a git URL@branch or a local checkout")
@@ -238,21 +236,18 @@ def install(base: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    usage = "usage: tools/environments.py where | build NAME... | wheel | install cpu|vision"
-    if not argv or argv[0] not in ("where", "build", "wheel", "install"):
-        print(usage, file=sys.stderr)
-        return 2
-    if argv[0] == "where":
-        print(folder())
-    elif argv[0] == "build":
+    if argv[:1] == ["build"]:
         for name in argv[1:]:
             build(name)
-    elif argv[0] == "wheel":
+    elif argv == ["wheel"]:
         wheel()
-    elif len(argv) == 2 and argv[1] in ("cpu", "vision"):
+    elif argv in (["install", "cpu"], ["install", "vision"]):
         install(argv[1])
     else:
-        print(usage, file=sys.stderr)
+        print(
+            "usage: tools/environments.py build NAME... | wheel | install cpu|vision",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

@@ -1,23 +1,17 @@
 """The test environments (envs/environments.toml), built with uv, and this checkout's venvs.
 
 Usage: python tools/environments.py build NAME... | wheel | install cpu|vision
-Target: ``make demo``/``make test`` from a clean clone, and several checkouts testing at once.
-
-- Where: $VENVS, otherwise the checkout's .venvs, made on first use as a link to
-  ~/.cache/speculators-qwen-compat/envs (XDG_CACHE_HOME honoured), so clones share them.
-- An environment NAME is a link ``NAME -> .store/NAME-HASH``: HASH covers its table entry, the
-  common list it uses, its script and the Python version, so a fresh clone rebuilds nothing and
-  editing one release rebuilds only that folder. A build goes into a scratch folder beside the
-  store (venvs are made ``--relocatable``), is checked, renamed into the store, then the link is
-  swapped (one rename): an environment is absent or whole, a store folder never changes after it
-  is whole, so a run reading the old one is undisturbed (tools/release_python.sh reads through
-  the resolved path) and two runs building the same one both finish with the same result. A failed
-  install, a missing import or a release folder holding torch fails the build and replaces nothing.
-- ``rel/main``: the newest release's folder with speculators from upstream's main
-  ($SPECULATORS_GIT: a git URL, ``git+URL@REF``, or a local checkout), pinned to the commit.
-- ``install BASE``: build/venv-BASE, a venv (no pip) whose ``00_base_venv.pth`` adds the base
-  venv's site-packages after its own, holding this package's wheel (not editable) and the base's
-  console scripts: each checkout tests its own code and never writes into a shared base.
+Target: ``make demo``/``make test`` from a clean clone, several checkouts testing at once.
+Where: $VENVS, else the checkout's .venvs (made as a link to ~/.cache/speculators-qwen-compat/envs).
+NAME is a link to ``.store/NAME-HASH`` (HASH: its table entry, the common list, its script, the
+Python version): built in a scratch folder (venvs ``--relocatable``), checked (a failed install,
+a missing import or a folder holding torch fails it, replacing nothing), renamed into the store,
+then the link is swapped. So an environment is absent or whole, and a store folder never changes
+once whole: a run reading an old one is undisturbed. ``rel/main``: the newest release's folder
+with speculators from upstream's main ($SPECULATORS_GIT: git URL[@REF] or local checkout).
+``install BASE``: build/venv-BASE, this package's wheel (not editable) and the base's console
+scripts in a venv whose ``00_base_venv.pth`` adds the shared base venv's site-packages after its
+own: each checkout tests its own code and never writes into a shared base.
 """
 
 from __future__ import annotations

@@ -125,12 +125,15 @@ def build(name: str, spec: dict | None = None) -> Path:
         scratch.chmod(0o755)
         try:
             make(scratch, spec, data, over)
-            scratch.rename(store)
-        except BuildError as error:
+        except (BuildError, OSError) as error:
             shutil.rmtree(scratch, ignore_errors=True)
             fail(f"could not build {name} ({error}): nothing was replaced")
-        except OSError:  # another run finished the same build first
+        try:
+            scratch.rename(store)
+        except OSError:  # another run finished the same build first: its folder is used
             shutil.rmtree(scratch, ignore_errors=True)
+            if not store.is_dir():
+                raise
         print(f"built {name} ({store})", flush=True)
     if not link.is_symlink() or link.resolve() != store:
         link.parent.mkdir(parents=True, exist_ok=True)

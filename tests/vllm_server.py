@@ -72,8 +72,7 @@ def vllm_env(scratch: Path, torchvision: bool = False, **extra: str) -> dict[str
     """The environment of a CPU vLLM process here, its temp files under ``scratch``."""
     if torchvision and not TORCHVISION.is_dir():
         raise RuntimeError(
-            f"no torchvision for vLLM's qwen3_5 model at {TORCHVISION}: run "
-            "make vllm"
+            f"no torchvision for vLLM's qwen3_5 model at {TORCHVISION}: run make vllm"
         )
     scratch.mkdir(parents=True, exist_ok=True)
     env = {

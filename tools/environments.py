@@ -4,11 +4,12 @@ Usage: python tools/environments.py build NAME... | wheel | install cpu|vision
 Target: ``make demo``/``make test`` from a clean clone, several checkouts testing at once.
 Where: $VENVS, else the checkout's .venvs (made as a link to ~/.cache/speculators-qwen-compat/envs).
 NAME is a link to ``.store/NAME-HASH`` (HASH: its table entry, the common list, its script, the
-Python version): built in a scratch folder (venvs ``--relocatable``), checked (a failed install,
-a missing import or a folder holding torch fails it, replacing nothing), renamed into the store,
-then the link is swapped. So an environment is absent or whole, and a store folder never changes
-once whole: a run reading an old one is undisturbed. ``rel/main``: the newest release's folder
-with speculators from upstream's main ($SPECULATORS_GIT: git URL[@REF] or local checkout).
+Python version, package sources): built in a scratch folder (venvs ``--relocatable``), checked
+(a failed install, a missing import or a folder holding torch fails it, replacing nothing),
+renamed into the store, then the link is swapped. So an environment is absent or whole, and a
+store folder never changes once whole: a run reading an old one is undisturbed.
+``rel/main``: the newest release's folder with speculators from upstream's main
+($SPECULATORS_GIT: git URL[@REF] or local checkout).
 ``install BASE``: build/venv-BASE, this package's wheel (not editable) and the base's console
 scripts in a venv whose ``00_base_venv.pth`` adds the shared base venv's site-packages after its
 own: each checkout tests its own code and never writes into a shared base.
@@ -104,7 +105,8 @@ def upstream_source(source: str) -> str:
 def digest(spec: dict, common: list[str]) -> str:
     script = (ROOT / spec["script"]).read_text() if "script" in spec else ""
     text = json.dumps(
-        [spec, common if spec.get("common") else [], script, sys.version], sort_keys=True
+        [spec, common if spec.get("common") else [], script, sys.version, uv.source_args()],
+        sort_keys=True,
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -71,7 +71,9 @@ def source_args(settings: dict[str, str] | None = None, build: bool = False) -> 
     """uv flags for the indexes, find-links and constraints pip is configured with (for ``uv
     build``: constraints on the build requirements). Several sources: every one is searched for
     the best version (pip's rule), so a pinned torch takes the local CPU build (2.13.0+cpu sorts
-    above PyPI's 2.13.0) instead of a CUDA one."""
+    above PyPI's 2.13.0) instead of a CUDA one. Unlike pip, uv may take a wheel of that version
+    with a lower Python tag from an earlier source (multiprocess: /opt/pypi's py310 wheel, whose
+    fork_exec call fails on 3.11.7, over /opt/pypi-more's py311)."""
     settings = pip_settings() if settings is None else settings
     args: list[str] = []
     for option, flag in FLAGS.items():

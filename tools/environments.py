@@ -174,6 +174,9 @@ def make(scratch: Path, spec: dict, data: dict, over: Path | None) -> None:
         run([*pip, *packages], env=env)
     if spec.get("no_deps"):
         run([*pip, "--no-deps", *spec["no_deps"]], env=env)
+    better = uv.better_wheels(site if over else next(scratch.glob("lib/python3*/site-packages")))
+    if better:  # uv took a wheel tagged for an older Python from the first source holding it
+        run([*pip, "--no-deps", "--reinstall", *better], env=env)
     if spec.get("remove"):
         run(uv_command("pip", "uninstall", "-q", "--python", str(python), *spec["remove"]), env=env)
     if over is not None and (site / "bin").is_dir():

@@ -9,15 +9,25 @@ builds of torch from PyPI. The pins of ``envs/environments.toml`` (its ``uv``) s
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
 from pathlib import Path
+
+try:
+    from packaging import tags, utils
+except ImportError:  # a bare interpreter: pip's own copy
+    from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
 
 #: The Python whose pip is asked (a venv made by uv has no pip: its base interpreter's)
 PYTHON = getattr(sys, "_base_executable", sys.executable)
+DEFAULT_INDEX = "https://pypi.org/simple"  # pip's and uv's when no index-url is set
 #: pip's option -> uv's flag; each value of a pip option may hold several entries.
 FLAGS = {
     "index-url": "--index-url",
@@ -53,6 +63,7 @@ def _version(uv: str) -> str:
     return out[1] if len(out) > 1 else ""
 
 
+@functools.cache
 def pip_settings() -> dict[str, str]:
     """pip's effective settings (``pip config list``: files, then PIP_* variables over them)."""
     out = subprocess.run(
@@ -72,8 +83,7 @@ def source_args(settings: dict[str, str] | None = None, build: bool = False) -> 
     build``: constraints on the build requirements). Several sources: every one is searched for
     the best version (pip's rule), so a pinned torch takes the local CPU build (2.13.0+cpu sorts
     above PyPI's 2.13.0) instead of a CUDA one. Unlike pip, uv may take a wheel of that version
-    with a lower Python tag from an earlier source (multiprocess: /opt/pypi's py310 wheel, whose
-    fork_exec call fails on 3.11.7, over /opt/pypi-more's py311)."""
+    with a lower Python tag from an earlier source: ``better_wheels`` finds those."""
     settings = pip_settings() if settings is None else settings
     args: list[str] = []
     for option, flag in FLAGS.items():
@@ -92,3 +102,60 @@ def environment(settings: dict[str, str] | None = None) -> dict[str, str]:
     if settings.get("cert") and "SSL_CERT_FILE" not in env:
         env["SSL_CERT_FILE"] = settings["cert"]
     return env
+
+
+def better_wheels(site: Path, settings: dict[str, str] | None = None) -> list[str]:
+    """Wheels the sources offer for a version installed in ``site`` with a tag this Python ranks
+    above the installed one's. uv takes a version from the first source holding it, with no
+    look at the others (``unsafe-best-match``), where pip takes the best tag among all: with
+    one index holding only multiprocess' py310 wheel and another its py311 one, uv installs the
+    py310 wheel, whose ``fork_exec`` call fails on 3.11. Only wheels tagged for an older
+    Python (``py310``, ``cp310``) are looked up: that is the case where the sources differ."""
+    settings = pip_settings() if settings is None else settings
+    rank = {tag: i for i, tag in enumerate(tags.sys_tags())}
+    older = re.compile(rf"(py|cp)3(?!{sys.version_info.minor}$)\d+")
+    better = []
+    for wheel in site.glob("*.dist-info/WHEEL"):
+        lines = wheel.read_text(errors="replace").splitlines()
+        have = [t for ln in lines if ln.startswith("Tag:") for t in tags.parse_tag(ln[4:].strip())]
+        if not have or not all(older.fullmatch(t.interpreter) for t in have):
+            continue
+        name, version = wheel.parent.name.removesuffix(".dist-info").rsplit("-", 1)
+        best, url = min(rank.get(t, len(rank)) for t in have), None
+        for found in _offered(utils.canonicalize_name(name), settings):
+            file = urllib.parse.unquote(found.rsplit("/", 1)[-1])
+            try:
+                _, found_version, _, found_tags = utils.parse_wheel_filename(file)
+            except utils.InvalidWheelFilename:
+                continue
+            score = min(rank.get(t, len(rank)) for t in found_tags)
+            if str(found_version) == version and score < best:
+                best, url = score, found
+        if url:
+            better.append(url)
+    return better
+
+
+def _offered(name: str, settings: dict[str, str]) -> list[str]:
+    """Every file URL the configured indexes (PEP 503 pages) and find-links list for ``name``."""
+    indexes = settings.get("index-url", DEFAULT_INDEX).split()
+    indexes += settings.get("extra-index-url", "").split()
+    pages = [f"{index.rstrip('/')}/{name}/" for index in indexes if index]
+    urls = []
+    for link in settings.get("find-links", "").split():
+        if Path(link).is_dir():
+            urls += [Path(link, f).resolve().as_uri() for f in os.listdir(link)]
+        else:
+            pages.append(link)
+    for page in pages:
+        local = urllib.request.url2pathname(urllib.parse.urlparse(page).path)
+        if page.startswith("file:") and Path(local).is_dir():
+            page += "index.html"  # a local index's page for the package, as pip reads it
+        try:
+            with urllib.request.urlopen(page, timeout=30) as response:
+                html = response.read().decode(errors="replace")
+        except (OSError, ValueError):
+            continue  # a source without the package
+        for href in re.findall(r'href="([^"]+)"', html):
+            urls.append(urllib.parse.urljoin(page, href.split("#")[0]))
+    return urls

@@ -30,7 +30,7 @@ SPECULATORS_GIT ?= git+https://github.com/vllm-project/speculators@main
 
 .PHONY: help test test-quick test-main test-pipeline demo lint wheel install install-vision venvs vocab matrix \
 	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu \
-	base-vision vllm specforge bench-images
+	base-vision vllm specforge bench-images bench-envs
 
 help:
 	@echo "make demo       - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
@@ -138,6 +138,11 @@ bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 bench-acceptance: install release-0.8.1 release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python \
 		bench/acceptance.py
+
+# Cold and warm `make demo` and `make test` from a clean clone (an empty environment folder, then
+# the environments it built): docs/maintainers.md's env-times block. About 80 minutes on 2 cores.
+bench-envs:
+	$(PYTHON) bench/env_times.py demo test
 
 # The image slice alone (ratio 2c and the per-image cost): docs/images.md's image-bench block.
 bench-images: install install-vision release-0.9.0 vllm vocab

@@ -1,18 +1,14 @@
 """The test environments (envs/environments.toml), built with uv, and this checkout's venvs.
 
 Usage: python tools/environments.py build NAME... | wheel | install cpu|vision
-Target: ``make demo``/``make test`` from a clean clone, several checkouts testing at once.
-Where: $VENVS, else the checkout's .venvs (made as a link to ~/.cache/speculators-qwen-compat/envs).
-NAME is a link to ``.store/NAME-HASH`` (HASH: its table entry, the common list, its script, the
-Python version, package sources): built in a scratch folder (venvs ``--relocatable``), checked
-(a failed install, a missing import or a folder holding torch fails it, replacing nothing),
-renamed into the store, then the link is swapped. So an environment is absent or whole, and a
-store folder never changes once whole: a run reading an old one is undisturbed.
-``rel/main``: the newest release's folder with speculators from upstream's main
-($SPECULATORS_GIT: git URL[@REF] or local checkout).
-``install BASE``: build/venv-BASE, this package's wheel (not editable) and the base's console
-scripts in a venv whose ``00_base_venv.pth`` adds the shared base venv's site-packages after its
-own: each checkout tests its own code and never writes into a shared base.
+Where: $VENVS, else the checkout's .venvs (a link to ~/.cache/speculators-qwen-compat/envs).
+NAME is a link to ``.store/NAME-HASH`` (HASH: its recipe, the Python, the package sources),
+built in a scratch folder, checked (a failed install or import, or torch in a folder, fails it
+and replaces nothing), renamed into the store, then the link swapped: an environment is absent
+or whole, and a run reading an old store folder is undisturbed. ``rel/main``: the newest
+release's folder with upstream's main ($SPECULATORS_GIT: git URL[@REF] or local checkout).
+``install BASE``: build/venv-BASE, this package's wheel (not editable) in a venv whose
+``00_base_venv.pth`` adds the shared base's site-packages: a checkout never writes into a base.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ import sys
 import tempfile
 import tomllib
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -41,12 +38,11 @@ PYTHON = getattr(sys, "_base_executable", sys.executable)
 
 
 class BuildError(Exception):
-    pass
+    """A build step failed (the scratch folder is dropped, nothing replaced)."""
 
 
-def fail(message: str) -> None:
-    print(f"speculators_qwen_compat: error: {message}", file=sys.stderr)
-    sys.exit(1)
+def fail(message: str) -> NoReturn:
+    sys.exit(f"speculators_qwen_compat: error: {message}")
 
 
 def table() -> dict:
@@ -55,25 +51,16 @@ def table() -> dict:
 
 def folder() -> Path:
     """The environments' real folder ($VENVS, or the checkout's .venvs link, made when missing)."""
-    link = ROOT / ".venvs"
+    link, where = ROOT / ".venvs", Path(os.environ.get("VENVS", ROOT / ".venvs"))
     shared = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     shared = shared / "speculators-qwen-compat" / "envs"
     if link.is_symlink() and Path(os.readlink(link)) == shared.with_name("venvs"):
         link.unlink()  # made by the pip-based tools: that folder's layout is not this one
-    if "VENVS" in os.environ:
-        where = Path(os.environ["VENVS"])
-    else:
-        if not link.exists() and not link.is_symlink():
-            shared.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(shared)
-        where = link
+    if where == link and not link.is_symlink() and not link.exists():
+        shared.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(shared)
     where.mkdir(parents=True, exist_ok=True)
     return where.resolve()
-
-
-def newest_release(envs: dict) -> str:
-    numbered = [n for n in envs if re.fullmatch(r"rel/\d+(\.\d+)+", n)]
-    return max(numbered, key=lambda n: tuple(int(p) for p in n[4:].split(".")))
 
 
 def spec_of(name: str) -> dict:
@@ -81,12 +68,12 @@ def spec_of(name: str) -> dict:
     if name in envs:
         return envs[name]
     if name == "rel/main":
-        newest = envs[newest_release(envs)]
+        numbered = [n for n in envs if re.fullmatch(r"rel/\d+(\.\d+)+", n)]
+        newest = envs[max(numbered, key=lambda n: tuple(map(int, n[4:].split("."))))]
         main = f"speculators @ {upstream_source(os.environ.get('SPECULATORS_GIT') or UPSTREAM)}"
         no_deps = [main if p.startswith("speculators==") else p for p in newest["no_deps"]]
         return {**newest, "no_deps": no_deps}
     fail(f"no environment {name} in {TABLE.relative_to(ROOT)}")
-    raise AssertionError
 
 
 def upstream_source(source: str) -> str:
@@ -118,8 +105,6 @@ def build(name: str, spec: dict | None = None) -> Path:
     venvs = folder()
     over = build(spec["over"]) if "over" in spec else None
     link = venvs / name
-    if link.exists() and not link.is_symlink():
-        fail(f"{link} was built by the pip-based tools: set VENVS to another folder or remove it")
     store = venvs / ".store" / f"{name.replace('/', '-')}-{digest(spec, data['common'])}"
     if not store.is_dir():
         store.parent.mkdir(parents=True, exist_ok=True)
@@ -246,11 +231,7 @@ def main(argv: list[str]) -> int:
     elif argv in (["install", "cpu"], ["install", "vision"]):
         install(argv[1])
     else:
-        print(
-            "usage: tools/environments.py build NAME... | wheel | install cpu|vision",
-            file=sys.stderr,
-        )
-        return 2
+        sys.exit("usage: tools/environments.py build NAME... | wheel | install cpu|vision")
     return 0
 
 

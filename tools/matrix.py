@@ -1,38 +1,23 @@
 """``make test``: build the test environments and run every test pass, concurrently, timed.
 
-Usage: python tools/matrix.py [--quick] [--prebuilt] [--main SOURCE] [--jobs N] [--build-jobs N]
-[RELEASE ...] [-- PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes for everything
-(10 for --quick).
-
-Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it needs is built):
-- ``lint``: ruff check and ruff format --check.
-- builds (tools/environments.py with uv, reused across runs and clones): tools, base-cpu, one
-  folder per release, base-vision, the vLLM venv, the real Qwen vocabulary (when
-  tools/build_qwen_vocab.py exists); then ``install:cpu``/``install:vision``: this package's
-  wheel into this checkout's own venv over each base venv (build/venv-cpu, build/venv-vision), so
-  two checkouts testing at once each test their own code and never write into the shared bases.
-  A rebuilt environment is a new store folder behind its link: a run reading the old one is
-  undisturbed.
-- ``pure``: tests marked ``pure`` (release-independent: normaliser, content format, release
-  table), once, on the newest release.
-- ``suite:<release>``: every other test in ``tests/`` (contracts included) on that release, then
-  ``status --json`` for the release x fix table. Not here: ``pure`` and ``vllm`` tests,
-  tests/pipeline, and ``vision`` tests (deselected on the CPU base by tests/conftest.py).
-- ``vision:<release>``: tests marked ``vision`` on base-vision, 0.6.0.2 and later (processors).
-- ``vllm``: tests marked ``vllm`` (parity with a real vLLM), on the newest release (image
-  conversations run prepare_data of 0.8+ on the vision venv as well).
-- ``pipeline``: tests/pipeline (``make test-pipeline``: prepare_data, a real vLLM's hidden
-  states, a training step), on the newest release with the vLLM venv.
-``--main SOURCE``: only the suite, on speculators from upstream's main (``rel/main``, SOURCE a git
+Usage: python tools/matrix.py [--quick] [--main SOURCE] [--jobs N] [--build-jobs N] [RELEASE ...]
+[-- PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes (10 for --quick). Parts, each
+a job of tools/scheduler.py, started as soon as what it needs is built:
+- ``lint`` (ruff); builds (tools/environments.py: tools, base-cpu, base-vision, one folder per
+  release, vllm, the real Qwen vocabulary; ``install:cpu``/``install:vision``: this package's
+  wheel into this checkout's own venvs, so two checkouts each test their own code);
+- ``pure``: tests marked ``pure``, once, on the newest release;
+- ``suite:<release>``: every other test of tests/ on that release, then ``status --json`` for
+  the release x fix table (not the ``pure``/``vllm`` tests, tests/pipeline, or ``vision``
+  tests, which deselect themselves on the CPU base);
+- ``vision:<release>`` (base-vision, 0.6.0.2 and later), ``vllm`` (a real vLLM) and
+  ``pipeline`` (tests/pipeline), on the newest release.
+``--main SOURCE``: only the suite, on speculators from upstream's main (``rel/main``; SOURCE a git
 URL, URL@REF or a local checkout), ending ``main: N passed, M failed`` and the fixes whose state
-differs from the newest release's (the nightly's early warning, before upstream releases).
-At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``;
-a full run (every release, no pytest arguments) writes its times into docs/maintainers.md
-(the ``matrix-times`` block).
-Exits 1 when any part failed (a test pass that selects no test fails, unless declared in
-EXPECTED_EMPTY) or a fix's state differs from releases.py. ``--prebuilt`` uses the
-environments and this checkout's venvs as they are (no build, no wheel install). Logs:
-build/parts/<part>.log.
+differs from the newest release's. At the end: each part's wall time, the release x fix table,
+``matrix: N passed, M failed``; a full run writes its times into docs/maintainers.md
+(``matrix-times``). Exits 1 when a part failed (a pass selecting no test fails unless in
+EXPECTED_EMPTY) or a fix's state differs from releases.py. Logs: build/parts/<part>.log.
 """
 
 from __future__ import annotations
@@ -66,17 +51,14 @@ VISION_FROM = "0.6.0.2"  # the first release that loads an AutoProcessor
 #: Tests that run in a pass of their own, not in every release's suite. (``vision`` tests
 #: deselect themselves on the CPU base, and tests/conftest.py refuses "vision" in -m there.)
 OWN_PASSES = ("pure", "vllm")
-#: First guesses (seconds) for the schedule before a run on this machine was timed.
+#: seconds, before a run on this machine was timed
 GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400}
 #: tools/environments.py, run as a part of its own
 ENVS = [sys.executable, str(ROOT / "tools" / "environments.py")]
 
 
-@functools.cache
-def venvs() -> Path:
-    """The environments' real folder ($VENVS, or the checkout's .venvs link, made first when
-    missing), so a fresh clone reads the part times earlier clones recorded there."""
-    return environments.folder()
+#: the environments' real folder: a fresh clone reads the part times earlier clones recorded
+venvs = functools.cache(environments.folder)
 
 
 def release_python(release: str, base: str = "cpu") -> list[str]:
@@ -90,8 +72,7 @@ def test_env() -> dict[str, str]:
     return env
 
 
-#: Where a suite's test_activation.py leaves the ``status --json`` it ran (so the table below
-#: needs no interpreter of its own; a suite run without that test falls back to running status).
+#: where a suite's test_activation.py leaves its ``status --json`` (else status is run below)
 STATUS_FILE_ENV = "MATRIX_STATUS_FILE"
 
 
@@ -104,10 +85,8 @@ def fix_states(release: str) -> dict[str, str]:
     if saved.is_file():
         text = saved.read_text()
     else:
-        out = subprocess.run(
-            [*release_python(release), "-m", "speculators_qwen_compat", "status", "--json"],
-            capture_output=True, text=True, env=test_env(),
-        )  # fmt: skip
+        status = [*release_python(release), "-m", "speculators_qwen_compat", "status", "--json"]
+        out = subprocess.run(status, capture_output=True, text=True, env=test_env())
         if out.returncode != 0:
             return {}
         text = out.stdout
@@ -191,7 +170,7 @@ def verdict(name: str, code: int, summary: str, narrowed: bool = False) -> tuple
 def run_suite(release: str, pytest_args: list[str]) -> tuple[bool, str]:
     """Every test of the release's own suite (not the passes of their own)."""
     select = " and ".join(f"not {mark}" for mark in OWN_PASSES)
-    ignore = [f"--ignore={p}" for p in (ROOT / "tests" / "pipeline",) if p.is_dir()]
+    ignore = [f"--ignore={ROOT / 'tests' / 'pipeline'}"]
     status_file(release).unlink(missing_ok=True)  # only this run's status counts
     return pytest_pass(
         f"suite:{release}", release, "cpu", select, [*ignore, *pytest_args],
@@ -214,16 +193,12 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
     releases = args.releases or list(QUICK_RELEASES if args.quick else TESTED_RELEASES)
     releases = ["main"] if args.main else releases
     newest = max(releases, key=_version)
-    vocab = (ROOT / "tools" / "build_qwen_vocab.py").is_file()
     only_suite = args.quick or bool(args.main)
     vision = [] if only_suite else [r for r in releases if _version(r) >= _version(VISION_FROM)]
     jobs: list[Job] = []
 
     def builder(name: str, command: list[str], needs: tuple[str, ...] = (), guess: float = 60):
-        if args.prebuilt:  # the environments are used as they are
-            jobs.append(Job(name, "build", lambda: (True, "prebuilt"), (), 0))
-        else:
-            jobs.append(Job(name, "build", command_job(name, command), needs, guess))
+        jobs.append(Job(name, "build", command_job(name, command), needs, guess))
 
     if not args.main:
         builder("build:tools", [*build, "tools"], guess=20)
@@ -243,11 +218,9 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
     for release in releases:
         builder(f"build:rel-{release}", [*build, f"rel/{release}"], ("build:base-cpu",),
                 GUESSES["build:rel"])  # fmt: skip
-    if vocab:
-        builder("build:vocab", [*build, "assets/qwen36-vocab"], ("build:base-cpu",), 60)
+    builder("build:vocab", [*build, "assets/qwen36-vocab"], ("build:base-cpu",), 60)
     if not only_suite:
         builder("build:vllm", [*build, "vllm", "vllm-torchvision"], guess=GUESSES["build:vllm"])
-    extra = ("build:vocab",) if vocab else ()
 
     def suite(release: str) -> Callable[[], tuple[bool, str]]:
         def run() -> tuple[bool, str]:
@@ -264,7 +237,7 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         return lambda: pytest_pass(name, release, base, select, pytest_args, paths)
 
     tests_dir = [str(ROOT / "tests")]
-    cpu = ("install:cpu", *extra)
+    cpu = ("install:cpu", "build:vocab")
     if not args.main:  # release-independent: the main job's question is the suite
         jobs.append(Job("pure", "test", tests("pure", newest, "cpu", "pure", tests_dir),
                         (*cpu, f"build:rel-{newest}"), 30))  # fmt: skip
@@ -273,7 +246,7 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         jobs.append(Job(f"suite:{release}", "test", suite(release), needs, GUESSES["suite"]))
     for release in vision:
         name = f"vision:{release}"
-        needs = ("install:vision", f"build:rel-{release}", *extra)
+        needs = ("install:vision", f"build:rel-{release}", "build:vocab")
         jobs.append(Job(name, "test", tests(name, release, "vision", "vision", tests_dir), needs))
     if not only_suite:
         # tests/test_render_endpoint.py runs prepare_data of every release that renders (0.8+)
@@ -283,11 +256,9 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         vision_venv = ("install:vision",) if vision else ()
         run = tests("vllm", newest, "cpu", "vllm", tests_dir)
         jobs.append(Job("vllm", "test", run, (*needs, *vision_venv)))
-        if (ROOT / "tests" / "pipeline").is_dir():  # make test-pipeline's tests
-            pipeline = [str(ROOT / "tests" / "pipeline")]
-            # composite checkpoints are prepared on the vision venv (the processor path)
-            run = tests("pipeline", newest, "cpu", "not pure", pipeline)
-            jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))
+        # make test-pipeline's tests; composite checkpoints are prepared on the vision venv
+        run = tests("pipeline", newest, "cpu", "not pure", [str(ROOT / "tests" / "pipeline")])
+        jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))
     return jobs
 
 
@@ -378,7 +349,6 @@ def _clock(seconds: float) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_RELEASES)}")
-    parser.add_argument("--prebuilt", action="store_true", help="no builds, no wheel install")
     parser.add_argument("--main", metavar="SOURCE", help="the suite on upstream's main from SOURCE")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="test passes at once")
     parser.add_argument("--build-jobs", type=int, default=1, help="builds at once (beside tests)")
@@ -407,7 +377,7 @@ def main(argv: list[str]) -> int:
     outcomes = run_jobs(
         jobs,
         {"test": args.jobs, "build": args.build_jobs},
-        None if args.prebuilt else venvs() / ".timings.json",
+        venvs() / ".timings.json",
         progress,
         # a run narrowed by pytest arguments (-k, paths) times a part of the parts: not recorded
         record=not pytest_args,

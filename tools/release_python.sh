@@ -1,11 +1,8 @@
 #!/usr/bin/env bash
 # Run Python for one speculators release: tools/release_python.sh RELEASE [cpu|vision] ARGS...
-# The release's folder (rel/RELEASE/site-packages under $VENVS, default the checkout's .venvs)
-# goes first on PYTHONPATH of this checkout's venv build/venv-cpu or build/venv-vision (this
-# package's wheel over a shared base venv, tools/environments.py install). Child processes inherit
-# PYTHONPATH and PATH, so datasets.map workers, torchrun ranks and prepare_data subprocesses see
-# the same release and the same checkout's code. The folder is named by its resolved path (a
-# store folder that never changes: a rebuild while this runs swaps only the link, tools/environments.py).
+# The release's folder ($VENVS/rel/RELEASE, resolved: a store folder a rebuild never changes)
+# goes first on PYTHONPATH of this checkout's venv build/venv-cpu or -vision (tools/environments.py
+# install); children inherit PYTHONPATH and PATH (map workers, torchrun ranks, subprocesses).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venvs="${VENVS:-$root/.venvs}"

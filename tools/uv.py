@@ -25,23 +25,18 @@ try:
 except ImportError:  # a bare interpreter: pip's own copy
     from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
 
-#: The Python whose pip is asked (a venv made by uv has no pip: its base interpreter's)
-PYTHON = getattr(sys, "_base_executable", sys.executable)
+PYTHON = getattr(sys, "_base_executable", sys.executable)  # uv's venvs have no pip: the base's
 DEFAULT_INDEX = "https://pypi.org/simple"  # pip's and uv's when no index-url is set
 #: pip's option -> uv's flag; each value of a pip option may hold several entries.
-FLAGS = {
-    "index-url": "--index-url",
-    "extra-index-url": "--extra-index-url",
-    "find-links": "--find-links",
-    "constraint": "--constraint",
-}
+FLAGS = {o: f"--{o}" for o in ("index-url", "extra-index-url", "find-links", "constraint")}
 
 
 def binary(version: str) -> str:
     """A uv of ``version``: the one on PATH when it is that version (CI's setup-uv), otherwise
     one installed once with pip into the user's cache (``pip install --target``)."""
     found = shutil.which("uv")
-    if found and _version(found) == version:
+    said = subprocess.run([found, "-V"], capture_output=True, text=True).stdout if found else ""
+    if said.split()[:2] == ["uv", version]:
         return found
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     home = cache / "speculators-qwen-compat" / f"uv-{version}"
@@ -56,11 +51,6 @@ def binary(version: str) -> str:
         except OSError:
             shutil.rmtree(scratch, ignore_errors=True)
     return str(uv)
-
-
-def _version(uv: str) -> str:
-    out = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.split()
-    return out[1] if len(out) > 1 else ""
 
 
 @functools.cache
@@ -105,12 +95,11 @@ def environment(settings: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def better_wheels(site: Path, settings: dict[str, str] | None = None) -> list[str]:
-    """Wheels the sources offer for a version installed in ``site`` with a tag this Python ranks
-    above the installed one's. uv takes a version from the first source holding it, with no
-    look at the others (``unsafe-best-match``), where pip takes the best tag among all: with
-    one index holding only multiprocess' py310 wheel and another its py311 one, uv installs the
-    py310 wheel, whose ``fork_exec`` call fails on 3.11. Only wheels tagged for an older
-    Python (``py310``, ``cp310``) are looked up: that is the case where the sources differ."""
+    """Wheels the sources offer for a version in ``site`` with a tag this Python ranks above the
+    installed one's. uv takes a version's files from the first source holding it; pip takes the
+    best tag among all sources (one index with multiprocess' py310 wheel, whose ``fork_exec``
+    call fails on 3.11, another with its py311 one). Only wheels for an older Python are looked
+    up (``py310``, ``cp310``): the case where sources differ."""
     settings = pip_settings() if settings is None else settings
     rank = {tag: i for i, tag in enumerate(tags.sys_tags())}
     older = re.compile(rf"(py|cp)3(?!{sys.version_info.minor}$)\d+")

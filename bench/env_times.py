@@ -1,7 +1,7 @@
 """Cold and warm: ``make demo`` (``make test``) from a clean copy with an empty environment folder,
 then the same command again with the environments it built, one after the other.
 
-Usage: python tools/measure_cold.py [demo] [test]   (default: demo; a clean clone of HEAD)
+Usage: make bench-envs (python bench/env_times.py [demo] [test]; default demo; a clone of HEAD)
 Target: issue 36's bounds, on the machine it runs on with the download caches (uv's, pip's, the
 bootstrapped uv) warm: a cold ``make demo`` at most 3x the warm one, a cold ``make test`` at most
 2 minutes more than the warm one. Writes the figures into docs/maintainers.md (the ``env-times``
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tools"))  # doc_block
 
 import doc_block  # noqa: E402
 
@@ -82,7 +82,8 @@ def main(argv: list[str]) -> int:
                           text=True).stdout.strip()  # fmt: skip
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     body = (
-        f"Written by tools/measure_cold.py on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        "Written by bench/env_times.py (`make bench-envs`) on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
         f" at {head}, {os.cpu_count()} cores, load average at the end {load} (other jobs may have "
         "shared the cores): each command from a clean copy with an empty environment folder "
         "(cold), then again with what it built (warm), one after the other; the download caches "

@@ -2,7 +2,7 @@
 
 Usage: python tools/environments.py build NAME... | wheel | install cpu|vision
 Where: $VENVS, else the checkout's .venvs (a link to ~/.cache/speculators-qwen-compat/envs).
-NAME is a link to ``.store/NAME-HASH`` (HASH: its recipe, the Python, the package sources),
+NAME is a link to ``.store/NAME-HASH`` (HASH: its recipe, this builder, the Python, the sources),
 built in a scratch folder, checked (a failed install or import, or torch in a folder, fails it
 and replaces nothing), renamed into the store, then the link swapped: an environment is absent
 or whole, and a run reading an old store folder is undisturbed. ``rel/main``: the newest
@@ -37,12 +37,12 @@ UPSTREAM = "git+https://github.com/vllm-project/speculators@main"
 PYTHON = getattr(sys, "_base_executable", sys.executable)
 
 
-class BuildError(Exception):
-    """A build step failed (the scratch folder is dropped, nothing replaced)."""
+class BuildError(Exception): ...  # a build step failed: the scratch folder goes, nothing replaced
 
 
 def fail(message: str) -> NoReturn:
-    sys.exit(f"speculators_qwen_compat: error: {message}")
+    print(f"speculators_qwen_compat: error: {message}", file=sys.stderr)
+    sys.exit(1)
 
 
 def table() -> dict:
@@ -90,7 +90,8 @@ def upstream_source(source: str) -> str:
 
 
 def digest(spec: dict, common: list[str]) -> str:
-    script = (ROOT / spec["script"]).read_text() if "script" in spec else ""
+    script = "".join(Path(p).read_text() for p in (__file__, uv.__file__))
+    script += (ROOT / spec["script"]).read_text() if "script" in spec else ""
     text = json.dumps(
         [spec, common if spec.get("common") else [], script, sys.version, uv.source_args()],
         sort_keys=True,

@@ -1,17 +1,17 @@
 # speculators-qwen-compat: demo, tests, lint and the test environments.
-# Test environments (tools/build_venv.sh, built once, reused across runs and clones: the
-# checkout's .venvs links to ~/.cache/speculators-qwen-compat/venvs, or to $VENVS when set; each
-# environment is rebuilt only when the hash of its recipe changes): two shared base venvs holding
+# Test environments (tools/environments.py, declared in envs/environments.toml, built with uv once and
+# reused across runs and clones: the checkout's .venvs links to
+# ~/.cache/speculators-qwen-compat/envs, or use $VENVS): tools (ruff), two base venvs holding
 # torch (base-cpu: torch 2.13.0 CPU; base-vision: torch 2.14.1 + torchvision 0.29.1), one
 # --target folder per speculators release (rel/<release>: speculators --no-deps, its
 # transformers/datasets), a vLLM venv (vllm) and the real Qwen vocabulary (assets/qwen36-vocab).
+# Each is a link to a store folder named by the hash of its recipe, built beside it and swapped in
+# whole; uv gets the machine's package sources from pip's config (tools/uv.py).
 # tools/release_python.sh runs one release. This package goes from its wheel (not editable,
 # rebuilt on every run) into this checkout's own venv over a base venv (build/venv-cpu,
-# build/venv-vision: tools/checkout_venv.sh), never into the shared base venvs, so two checkouts
-# test their own code at the same time. Builds take a lock per environment and rename a whole
-# environment into place (tools/env_lock.sh); runs hold what they read shared. `make test` and
-# `make test-quick` are tools/matrix.py: the builds and the test passes run concurrently, and it
-# prints the wall time of each part.
+# build/venv-vision: tools/environments.py install), never into the shared base venvs, so two checkouts
+# test their own code at the same time. `make test` and `make test-quick` are tools/matrix.py:
+# the builds and the test passes run concurrently, and it prints the wall time of each part.
 
 PYTHON ?= python3.11
 export PYTHON
@@ -23,15 +23,20 @@ CORE_RELEASES := 0.5.0 0.9.0
 DEMO_RELEASE := 0.9.0
 PYTEST_ARGS ?=
 MATRIX := HF_HUB_OFFLINE=1 $(PYTHON) tools/matrix.py
+ENVS := $(PYTHON) tools/environments.py
+# `make test-main`: the release suite against speculators from upstream's main (a git URL, URL@REF
+# or a local checkout).
+SPECULATORS_GIT ?= git+https://github.com/vllm-project/speculators@main
 
-.PHONY: help test test-quick test-pipeline demo lint wheel install install-vision venvs vocab matrix \
+.PHONY: help test test-quick test-main test-pipeline demo lint wheel install install-vision venvs vocab matrix \
 	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu \
-	base-vision vllm specforge bench-images
+	base-vision vllm specforge bench-images bench-envs
 
 help:
 	@echo "make demo       - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
 	@echo "make test       - lint, then every test pass against every tested release (timed)"
 	@echo "make test-quick - lint and the suite against $(CORE_RELEASES) only"
+	@echo "make test-main  - the newest release's suite on speculators from upstream's main"
 	@echo "make test-pipeline - prepare_data -> a real vLLM's hidden states -> a training step (CPU)"
 	@echo "make lint       - ruff"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
@@ -39,36 +44,35 @@ help:
 	@echo "make bench-acceptance - drafters trained with the fixes off and on: acceptance (CPU)"
 	@echo "make patches    - regenerate patches/ from the package's normaliser and local rendering"
 
-# tools/build_venv.sh decides itself whether an environment is current (content hash).
+# tools/environments.py decides itself whether an environment is current (its recipe's hash).
 tools-venv:
-	tools/build_venv.sh tools
+	$(ENVS) build tools
 base-cpu:
-	tools/build_venv.sh base-cpu
+	$(ENVS) build base-cpu
 base-vision:
-	tools/build_venv.sh base-vision
+	$(ENVS) build base-vision
 vllm:
-	tools/build_venv.sh vllm
+	$(ENVS) build vllm vllm-torchvision
 vocab:
-	tools/build_venv.sh vocab
+	$(ENVS) build assets/qwen36-vocab
 specforge:
-	tools/build_venv.sh specforge
+	$(ENVS) build rel/specforge-0.2.0
 # Not phony: GNU make never searches pattern rules for a phony target (release-0.9.0 would be
 # "nothing to be done" on a fresh machine); no file of that name exists, so the recipe always
-# runs and tools/build_venv.sh decides.
+# runs and tools/environments.py decides.
 release-%:
-	tools/build_venv.sh release $*
+	$(ENVS) build rel/$*
 
-wheel: tools-venv
-	rm -rf $(WHEEL_DIR)
-	$(VENVS)/tools/bin/python -m build -q --wheel --outdir $(WHEEL_DIR) . >/dev/null
+wheel:
+	$(ENVS) wheel
 
 # This checkout's venv build/venv-cpu (build/venv-vision): this package's wheel (not editable)
-# over the shared base venv, which stays untouched (tools/checkout_venv.sh).
-install: base-cpu wheel
-	tools/checkout_venv.sh cpu $(WHEEL_DIR)
+# over the shared base venv, which stays untouched (tools/environments.py install).
+install: wheel
+	$(ENVS) install cpu
 
-install-vision: base-vision wheel
-	tools/checkout_venv.sh vision $(WHEEL_DIR)
+install-vision: wheel
+	$(ENVS) install vision
 
 lint: tools-venv
 	$(VENVS)/tools/bin/ruff check speculators_qwen_compat tests tools bench
@@ -84,12 +88,18 @@ matrix:
 test-quick:
 	$(MATRIX) --quick -- $(PYTEST_ARGS)
 
+# The nightly's other line: the newest release's suite with speculators from upstream's main
+# (rel/main), ending `main: N passed, M failed` and the fixes whose state differs from the newest
+# release's.
+test-main:
+	$(MATRIX) --main "$(SPECULATORS_GIT)" -- $(PYTEST_ARGS)
+
 # prepare_data -> a real vLLM (.venvs/vllm) extracting hidden states -> generate-offline-data ->
 # one EAGLE-3 and one DFlash step, offline and online, for tiny Qwen3.6-class composite
 # checkpoints, dense and MoE (tests/pipeline; speculators 0.9.0; prepare_data on the vision venv:
 # the processor path). One vLLM server at a time on 127.0.0.1.
 test-pipeline: install install-vision release-0.9.0 vllm
-	HF_HUB_OFFLINE=1 USES_ENVS="vllm vllm-torchvision" tools/release_python.sh 0.9.0 -P -m pytest \
+	HF_HUB_OFFLINE=1 tools/release_python.sh 0.9.0 -P -m pytest \
 		-q -p no:cacheprovider $(PYTEST_ARGS) tests/pipeline
 
 check-new-release: install
@@ -116,7 +126,7 @@ demo: install release-$(DEMO_RELEASE)
 # Ratios measured side by side in one run (bench/run_bench.py): prints the table, writes
 # bench/RESULTS.md and the bench blocks of docs/maintainers.md.
 bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm vocab" $(VENVS)/tools/bin/python \
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python \
 		bench/run_bench.py
 	$(MAKE) bench-acceptance
 
@@ -126,8 +136,13 @@ bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 # bench/acceptance.py; writes its section of bench/RESULTS.md (after run_bench.py rewrote the
 # file) and docs/training.md.
 bench-acceptance: install release-0.8.1 release-0.9.0 vllm
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm" $(VENVS)/tools/bin/python \
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python \
 		bench/acceptance.py
+
+# Cold and warm `make demo` and `make test` from a clean clone (an empty environment folder, then
+# the environments it built): docs/maintainers.md's env-times block. About 80 minutes on 2 cores.
+bench-envs:
+	$(PYTHON) bench/env_times.py demo test
 
 # The image slice alone (ratio 2c and the per-image cost): docs/images.md's image-bench block.
 bench-images: install install-vision release-0.9.0 vllm vocab

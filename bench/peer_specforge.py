@@ -6,7 +6,7 @@ at least one loss token, an Arrow cache folder of the run's own. Facts:
 the project's SpecForge fact sheet (shared/reference/peer-specforge.md).
 
 ``python peer_specforge.py MODEL DATA OUTPUT SEQ_LENGTH WORKERS``, run in SpecForge's own
-environment (tools/build_venv.sh specforge; tools/release_python.sh specforge-0.2.0). DATA holds
+environment (`make specforge`; tools/release_python.sh specforge-0.2.0). DATA holds
 ``{"conversations": [OpenAI turns], "tools": [...]}`` rows, the form its data path reads. Writes
 "ROWS TOKENS SUPERVISED_SPANS" to OUTPUT/count.txt (bench/count_tokens.py reads it); a run that
 raises exits non-zero with SpecForge's own error, which the bad-rows probe reports.

@@ -348,7 +348,7 @@ def output_size(setup: Setup, release: str, name: str) -> tuple[int, int, int]:
     return rows, tokens, spans
 
 
-PEER = "specforge-0.2.0"  # tools/build_venv.sh specforge: SpecForge's own environment
+PEER = "specforge-0.2.0"  # `make specforge`: SpecForge's own environment
 
 
 def peer_data(setup: Setup, name: str) -> None:

@@ -44,10 +44,10 @@ def _one_test(folder: Path) -> Path:
 def test_a_pass_that_selects_nothing_fails(matrix, tmp_path: Path) -> None:
     folder = str(_one_test(tmp_path / "tier"))
     release = version("speculators")
-    passed, summary = matrix.pytest_pass("tier", release, "cpu", "chosen", [], [folder], ())
+    passed, summary = matrix.pytest_pass("tier", release, "cpu", "chosen", [], [folder])
     assert passed, summary  # the control: the same pass with a marker that matches
     assert "1 passed" in summary
-    passed, summary = matrix.pytest_pass("tier", release, "cpu", "renamed", [], [folder], ())
+    passed, summary = matrix.pytest_pass("tier", release, "cpu", "renamed", [], [folder])
     assert not passed, summary
     assert "no tests selected" in summary
 

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENVS = Path(os.environ.get("VENVS") or ROOT / ".venvs")
 VLLM_PYTHON = Path(os.environ.get("VLLM_PYTHON") or VENVS / "vllm" / "bin" / "python")
 SITE = Path(__file__).resolve().parent / "vllm_site"
-#: torchvision 0.28, installed --no-deps by tools/build_venv.sh vllm (for vLLM's qwen3_5 model).
+#: torchvision 0.28, installed --no-deps by `make vllm` (for vLLM's qwen3_5 model).
 TORCHVISION = VENVS / "vllm-torchvision" / "site-packages"
 VLLM_VERSION = "0.32.0"
 RENDER_FLAGS = (
@@ -72,8 +72,7 @@ def vllm_env(scratch: Path, torchvision: bool = False, **extra: str) -> dict[str
     """The environment of a CPU vLLM process here, its temp files under ``scratch``."""
     if torchvision and not TORCHVISION.is_dir():
         raise RuntimeError(
-            f"no torchvision for vLLM's qwen3_5 model at {TORCHVISION}: run "
-            "tools/build_venv.sh vllm"
+            f"no torchvision for vLLM's qwen3_5 model at {TORCHVISION}: run make vllm"
         )
     scratch.mkdir(parents=True, exist_ok=True)
     env = {

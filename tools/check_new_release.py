@@ -1,8 +1,9 @@
 """Is there a speculators release newer than the table, and what does it do to the fixes?
 
 Asks PyPI (``pip index versions speculators``) for versions newer than the newest release in
-speculators_qwen_compat/releases.py; for each, builds ``.venvs/<version>`` from the newest
-tested release's requirements (hs-connectors pinned to the same version when it exists),
+speculators_qwen_compat/releases.py; for each, builds ``.venvs/rel/<version>`` from the newest
+tested release's entry in envs/environments.toml (hs-connectors pinned to the same version when
+it exists; tools/environments.py),
 installs this package's wheel, runs the suite, and prints per fix: broke (failed, or a target
 that no longer fits), no longer needed (a pin test says the problem is gone), or still applies.
 """
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+import environments  # noqa: E402
 from matrix import fix_states, run_suite  # noqa: E402
 
 from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
@@ -36,22 +38,21 @@ def published_versions(package: str) -> list[Version]:
     return sorted(Version(v) for v in match.group(1).split(", ")) if match else []
 
 
-def requirements_for(version: str, newest: str) -> Path:
-    text = (ROOT / "envs" / f"{newest}.txt").read_text()
-    if Version(version) in published_versions("hs-connectors"):
-        text = re.sub(r"hs-connectors==\S+", f"hs-connectors=={version}", text)
-    path = ROOT / "envs" / f".new-{version}.txt"
-    path.write_text(text)
-    return path
+def spec_for(version: str, newest: str) -> dict:
+    """The newest tested release's environment, with ``version``'s speculators (and its
+    hs-connectors when PyPI has that version)."""
+    spec = environments.spec_of(f"rel/{newest}")
+    same = Version(version) in published_versions("hs-connectors")
+    pins = {"speculators": True, "hs-connectors": same}
+    no_deps = [
+        f"{p.split('==')[0]}=={version}" if pins.get(p.split("==")[0]) else p
+        for p in spec["no_deps"]
+    ]
+    return {**spec, "no_deps": no_deps}
 
 
 def check(version: str, newest: str) -> bool:
-    requirements = requirements_for(version, newest)
-    try:
-        build = str(ROOT / "tools" / "build_venv.sh")
-        subprocess.run([build, "release", version, str(requirements)], check=True)
-    finally:
-        requirements.unlink()
+    environments.build(f"rel/{version}", spec_for(version, newest))
     passed, summary = run_suite(version, [])
     states = fix_states(version)
     log = (ROOT / "build" / "parts" / f"suite-{version}.log").read_text()

@@ -1,35 +1,23 @@
 """``make test``: build the test environments and run every test pass, concurrently, timed.
 
-Usage: python tools/matrix.py [--quick] [--prebuilt] [--jobs N] [--build-jobs N] [RELEASE ...]
-[-- PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes for everything (10 for --quick).
-
-Parts (each a job of tools/scheduler.py; a test pass starts as soon as what it needs is built):
-- ``lint``: ruff check and ruff format --check.
-- builds (tools/build_venv.sh, reused across runs and clones): tools, base-cpu, one folder per
-  release, base-vision, the vLLM venv, the real Qwen vocabulary (when tools/build_qwen_vocab.py
-  exists); then ``install:cpu``/``install:vision``: this package's wheel into this checkout's own
-  venv over each base venv (build/venv-cpu, build/venv-vision; tools/checkout_venv.sh), so two
-  checkouts testing at once each test their own code and never write into the shared bases.
-  A build that another run (another checkout) is doing, or that must replace an environment
-  another run reads, waits for it (a lock per environment, tools/env_lock.sh); each test pass
-  holds what it reads shared (tools/release_python.sh, USES_ENVS).
-- ``pure``: tests marked ``pure`` (release-independent: normaliser, content format, release
-  table), once, on the newest release.
-- ``suite:<release>``: every other test in ``tests/`` (contracts included) on that release, then
-  ``status --json`` for the release x fix table. Not here: ``pure`` and ``vllm`` tests,
-  tests/pipeline, and ``vision`` tests (deselected on the CPU base by tests/conftest.py).
-- ``vision:<release>``: tests marked ``vision`` on base-vision, 0.6.0.2 and later (processors).
-- ``vllm``: tests marked ``vllm`` (parity with a real vLLM), on the newest release (image
-  conversations run prepare_data of 0.8+ on the vision venv as well).
-- ``pipeline``: tests/pipeline (``make test-pipeline``: prepare_data, a real vLLM's hidden
-  states, a training step), on the newest release with the vLLM venv.
-At the end: the wall time of each part, the release x fix table, ``matrix: N passed, M failed``;
-a full run (every release, no pytest arguments) writes its times into docs/maintainers.md
-(the ``matrix-times`` block).
-Exits 1 when any part failed (a test pass that selects no test fails, unless declared in
-EXPECTED_EMPTY) or a fix's state differs from releases.py. ``--prebuilt`` uses the
-environments and this checkout's venvs as they are (no build, no wheel install). Logs:
-build/parts/<part>.log.
+Usage: python tools/matrix.py [--quick] [--main SOURCE] [--jobs N] [--build-jobs N] [RELEASE ...]
+[-- PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes (10 for --quick). Parts, each
+a job of tools/scheduler.py, started as soon as what it needs is built:
+- ``lint`` (ruff); builds (tools/environments.py: tools, base-cpu, base-vision, one folder per
+  release, vllm, the real Qwen vocabulary; ``install:cpu``/``install:vision``: this package's
+  wheel into this checkout's own venvs, so two checkouts each test their own code);
+- ``pure``: tests marked ``pure``, once, on the newest release;
+- ``suite:<release>``: every other test of tests/ on that release, then ``status --json`` for
+  the release x fix table (not the ``pure``/``vllm`` tests, tests/pipeline, or ``vision``
+  tests, which deselect themselves on the CPU base);
+- ``vision:<release>`` (base-vision, 0.6.0.2 and later), ``vllm`` (a real vLLM) and
+  ``pipeline`` (tests/pipeline), on the newest release.
+``--main SOURCE``: only the suite, on speculators from upstream's main (``rel/main``; SOURCE a git
+URL, URL@REF or a local checkout), ending ``main: N passed, M failed`` and the fixes whose state
+differs from the newest release's. At the end: each part's wall time, the release x fix table,
+``matrix: N passed, M failed``; a full run writes its times into docs/maintainers.md
+(``matrix-times``). Exits 1 when a part failed (a pass selecting no test fails unless in
+EXPECTED_EMPTY) or a fix's state differs from releases.py. Logs: build/parts/<part>.log.
 """
 
 from __future__ import annotations
@@ -50,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import doc_block  # noqa: E402
+import environments  # noqa: E402
 from scheduler import Job, Outcome, run_jobs  # noqa: E402
 
 from speculators_qwen_compat.core.releases import TESTED_RELEASES  # noqa: E402
@@ -62,22 +51,14 @@ VISION_FROM = "0.6.0.2"  # the first release that loads an AutoProcessor
 #: Tests that run in a pass of their own, not in every release's suite. (``vision`` tests
 #: deselect themselves on the CPU base, and tests/conftest.py refuses "vision" in -m there.)
 OWN_PASSES = ("pure", "vllm")
-#: First guesses (seconds) for the schedule before a run on this machine was timed.
+#: seconds, before a run on this machine was timed
 GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400}
-#: Shared environments a test pass reads besides its base and release (tools/env_lock.sh names):
-#: every pass may read the real vocabulary; the vllm and pipeline passes start vLLM.
-READS = ("vocab",)
-VLLM_READS = ("vocab", "vllm", "vllm-torchvision")
+#: tools/environments.py, run as a part of its own
+ENVS = [sys.executable, str(ROOT / "tools" / "environments.py")]
 
 
-@functools.cache
-def venvs() -> Path:
-    """The environments' real folder: ``tools/build_venv.sh where`` ($VENVS, or the checkout's
-    .venvs link, made first when missing), so a fresh clone reads the part times earlier clones
-    recorded there and every path here is the one the builds use."""
-    where = subprocess.run([str(ROOT / "tools" / "build_venv.sh"), "where"], check=True,
-                           capture_output=True, text=True)  # fmt: skip
-    return Path(where.stdout.strip().splitlines()[-1])
+#: the environments' real folder: a fresh clone reads the part times earlier clones recorded
+venvs = functools.cache(environments.folder)
 
 
 def release_python(release: str, base: str = "cpu") -> list[str]:
@@ -91,8 +72,7 @@ def test_env() -> dict[str, str]:
     return env
 
 
-#: Where a suite's test_activation.py leaves the ``status --json`` it ran (so the table below
-#: needs no interpreter of its own; a suite run without that test falls back to running status).
+#: where a suite's test_activation.py leaves its ``status --json`` (else status is run below)
 STATUS_FILE_ENV = "MATRIX_STATUS_FILE"
 
 
@@ -105,10 +85,8 @@ def fix_states(release: str) -> dict[str, str]:
     if saved.is_file():
         text = saved.read_text()
     else:
-        out = subprocess.run(
-            [*release_python(release), "-m", "speculators_qwen_compat", "status", "--json"],
-            capture_output=True, text=True, env=test_env(),
-        )  # fmt: skip
+        status = [*release_python(release), "-m", "speculators_qwen_compat", "status", "--json"]
+        out = subprocess.run(status, capture_output=True, text=True, env=test_env())
         if out.returncode != 0:
             return {}
         text = out.stdout
@@ -147,16 +125,12 @@ def pytest_pass(
     select: str,
     pytest_args: list[str],
     paths: list[str],
-    uses: tuple[str, ...] = READS,
     extra_env: dict[str, str] | None = None,
 ) -> tuple[bool, str]:
-    """One pytest run in a release's environment; (passed, summary line). ``uses``: the shared
-    environments besides the base and the release that the run reads, locked shared for as long
-    as it runs (tools/release_python.sh, USES_ENVS)."""
+    """One pytest run in a release's environment; (passed, summary line)."""
     basetemp = BUILD / "tmp" / name.replace(":", "-")
     basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes only the last level
     env = {**test_env(), "HF_DATASETS_CACHE": str(basetemp.parent / f"{basetemp.name}-hf")}
-    env["USES_ENVS"] = " ".join(uses)
     env.update(extra_env or {})
     # --durations: each part's log ends with its slowest tests.
     command = [
@@ -196,7 +170,7 @@ def verdict(name: str, code: int, summary: str, narrowed: bool = False) -> tuple
 def run_suite(release: str, pytest_args: list[str]) -> tuple[bool, str]:
     """Every test of the release's own suite (not the passes of their own)."""
     select = " and ".join(f"not {mark}" for mark in OWN_PASSES)
-    ignore = [f"--ignore={p}" for p in (ROOT / "tests" / "pipeline",) if p.is_dir()]
+    ignore = [f"--ignore={ROOT / 'tests' / 'pipeline'}"]
     status_file(release).unlink(missing_ok=True)  # only this run's status counts
     return pytest_pass(
         f"suite:{release}", release, "cpu", select, [*ignore, *pytest_args],
@@ -215,45 +189,38 @@ def command_job(name: str, command: list[str]) -> Callable[[], tuple[bool, str]]
 
 def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list[Job]:
     """The jobs of this run, with what each needs."""
-    build = str(ROOT / "tools" / "build_venv.sh")
+    build = [*ENVS, "build"]
     releases = args.releases or list(QUICK_RELEASES if args.quick else TESTED_RELEASES)
+    releases = ["main"] if args.main else releases
     newest = max(releases, key=_version)
-    vocab = (ROOT / "tools" / "build_qwen_vocab.py").is_file()
-    vision = [] if args.quick else [r for r in releases if _version(r) >= _version(VISION_FROM)]
+    only_suite = args.quick or bool(args.main)
+    vision = [] if only_suite else [r for r in releases if _version(r) >= _version(VISION_FROM)]
     jobs: list[Job] = []
 
     def builder(name: str, command: list[str], needs: tuple[str, ...] = (), guess: float = 60):
-        if args.prebuilt:  # the environments are used as they are
-            jobs.append(Job(name, "build", lambda: (True, "prebuilt"), (), 0))
-        else:
-            jobs.append(Job(name, "build", command_job(name, command), needs, guess))
+        jobs.append(Job(name, "build", command_job(name, command), needs, guess))
 
-    builder("build:tools", [build, "tools"], guess=20)
-    # lint and the wheel read the tools venv: its lock shared (tools/env_lock.sh) while they run
-    (venvs() / ".locks").mkdir(exist_ok=True)  # (build_venv.sh where made the folder)
-    reads_tools = ["flock", "-s", str(venvs() / ".locks" / "tools.lock")]
-    ruff = f'"{venvs()}/tools/bin/ruff"'
-    lint = f"{ruff} check {LINTED} && {ruff} format --check {LINTED}"
-    lint_job = command_job("lint", [*reads_tools, "sh", "-c", lint])
-    jobs.append(Job("lint", "test", lint_job, ("build:tools",), 5, first=True))
-    builder("build:base-cpu", [build, "base-cpu"], guess=40)
-    wheel = BUILD / "wheel"
-    make_wheel = f'rm -rf "{wheel}" && "{venvs()}/tools/bin/python" -m build -q --wheel --outdir '
-    make_wheel = [*reads_tools, "sh", "-c", f'{make_wheel} "{wheel}" . >/dev/null']
-    builder("wheel", make_wheel, ("build:tools",), 15)
+    if not args.main:
+        builder("build:tools", [*build, "tools"], guess=20)
+        ruff = f'"{venvs()}/tools/bin/ruff"'
+        lint = command_job(
+            "lint", ["sh", "-c", f"{ruff} check {LINTED} && {ruff} format --check {LINTED}"]
+        )
+        jobs.append(Job("lint", "test", lint, ("build:tools",), 5, first=True))
+    builder("build:base-cpu", [*build, "base-cpu"], guess=40)
+    builder("wheel", [*ENVS, "wheel"], guess=15)
     for base in ("cpu", "vision") if vision else ("cpu",):
         if base == "vision":
-            builder("build:base-vision", [build, "base-vision"], guess=GUESSES["build:base-vision"])
-        install = [str(ROOT / "tools" / "checkout_venv.sh"), base, str(wheel)]
-        builder(f"install:{base}", install, (f"build:base-{base}", "wheel"), 10)
+            builder(
+                "build:base-vision", [*build, "base-vision"], guess=GUESSES["build:base-vision"]
+            )
+        builder(f"install:{base}", [*ENVS, "install", base], (f"build:base-{base}", "wheel"), 10)
     for release in releases:
-        builder(f"build:rel-{release}", [build, "release", release], ("build:base-cpu",),
+        builder(f"build:rel-{release}", [*build, f"rel/{release}"], ("build:base-cpu",),
                 GUESSES["build:rel"])  # fmt: skip
-    if vocab:
-        builder("build:vocab", [build, "vocab"], ("build:base-cpu",), 60)
-    if not args.quick:
-        builder("build:vllm", [build, "vllm"], guess=GUESSES["build:vllm"])
-    extra = ("build:vocab",) if vocab else ()
+    builder("build:vocab", [*build, "assets/qwen36-vocab"], ("build:base-cpu",), 60)
+    if not only_suite:
+        builder("build:vllm", [*build, "vllm", "vllm-torchvision"], guess=GUESSES["build:vllm"])
 
     def suite(release: str) -> Callable[[], tuple[bool, str]]:
         def run() -> tuple[bool, str]:
@@ -266,39 +233,38 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
 
         return run
 
-    def tests(name: str, release: str, base: str, select: str, paths: list[str], uses=READS):
-        return lambda: pytest_pass(name, release, base, select, pytest_args, paths, uses)
+    def tests(name: str, release: str, base: str, select: str, paths: list[str]):
+        return lambda: pytest_pass(name, release, base, select, pytest_args, paths)
 
     tests_dir = [str(ROOT / "tests")]
-    cpu = ("install:cpu", *extra)
-    jobs.append(Job("pure", "test", tests("pure", newest, "cpu", "pure", tests_dir),
-                    (*cpu, f"build:rel-{newest}"), 30))  # fmt: skip
+    cpu = ("install:cpu", "build:vocab")
+    if not args.main:  # release-independent: the main job's question is the suite
+        jobs.append(Job("pure", "test", tests("pure", newest, "cpu", "pure", tests_dir),
+                        (*cpu, f"build:rel-{newest}"), 30))  # fmt: skip
     for release in releases:
         needs = (*cpu, f"build:rel-{release}")
         jobs.append(Job(f"suite:{release}", "test", suite(release), needs, GUESSES["suite"]))
     for release in vision:
         name = f"vision:{release}"
-        needs = ("install:vision", f"build:rel-{release}", *extra)
+        needs = ("install:vision", f"build:rel-{release}", "build:vocab")
         jobs.append(Job(name, "test", tests(name, release, "vision", "vision", tests_dir), needs))
-    if not args.quick:
+    if not only_suite:
         # tests/test_render_endpoint.py runs prepare_data of every release that renders (0.8+)
         renders = [f"build:rel-{r}" for r in releases if _version(r) >= (0, 8)]
         needs = tuple(dict.fromkeys((*cpu, f"build:rel-{newest}", *renders, "build:vllm")))
         # tests/test_vllm_images.py runs prepare_data of 0.8+ on the vision venv too
         vision_venv = ("install:vision",) if vision else ()
-        run = tests("vllm", newest, "cpu", "vllm", tests_dir, (*VLLM_READS, "base-vision"))
+        run = tests("vllm", newest, "cpu", "vllm", tests_dir)
         jobs.append(Job("vllm", "test", run, (*needs, *vision_venv)))
-        if (ROOT / "tests" / "pipeline").is_dir():  # make test-pipeline's tests
-            pipeline = [str(ROOT / "tests" / "pipeline")]
-            # composite checkpoints are prepared on the vision venv (the processor path)
-            uses = (*VLLM_READS, "base-vision")
-            run = tests("pipeline", newest, "cpu", "not pure", pipeline, uses)
-            jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))
+        # make test-pipeline's tests; composite checkpoints are prepared on the vision venv
+        run = tests("pipeline", newest, "cpu", "not pure", [str(ROOT / "tests" / "pipeline")])
+        jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))
     return jobs
 
 
 def _version(release: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", release))
+    """A release's version; upstream's main sorts after every release."""
+    return (1 << 30,) if release == "main" else tuple(int(p) for p in re.findall(r"\d+", release))
 
 
 def fix_table(states: dict[str, dict[str, str]], outcomes: dict[str, Outcome]) -> str:
@@ -361,6 +327,21 @@ def record_times(table: str, result: str) -> None:
     doc_block.write(TIMES_DOC, "matrix-times", body)
 
 
+def main_line(passed: int, failed: int, found: dict[str, str], suite: Outcome | None) -> str:
+    """``main: N passed, M failed``, then each fix whose state on upstream's main differs from the
+    newest release's, and the test modules that failed there."""
+    newest = max(TESTED_RELEASES, key=_version)
+    declared = TESTED_RELEASES[newest].fixes
+    fixes = [f"{fix} {found.get(fix, 'missing')} (on {newest}: {state})"
+             for fix, state in declared.items() if found.get(fix) != state]  # fmt: skip
+    log = LOGS / "suite-main.log"
+    failing = re.findall(r"^(?:FAILED|ERROR) (tests/[^:\s]+)", log.read_text(), re.M) if (
+        suite and log.is_file()) else []  # fmt: skip
+    line = f"main: {passed} passed, {failed} failed"
+    line += f"; fixes that differ: {', '.join(fixes)}" if fixes else "; every fix as on " + newest
+    return line + (f"; failing in {', '.join(sorted(set(failing)))}" if failing else "")
+
+
 def _clock(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
@@ -368,7 +349,7 @@ def _clock(seconds: float) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK_RELEASES)}")
-    parser.add_argument("--prebuilt", action="store_true", help="no builds, no wheel install")
+    parser.add_argument("--main", metavar="SOURCE", help="the suite on upstream's main from SOURCE")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="test passes at once")
     parser.add_argument("--build-jobs", type=int, default=1, help="builds at once (beside tests)")
     parser.add_argument("releases", nargs="*", help="default: every release in releases.py")
@@ -380,6 +361,8 @@ def main(argv: list[str]) -> int:
     for release in args.releases:
         if not re.fullmatch(r"\d+(\.\d+)+", release):
             parser.error(f"not a release: {release!r} (pytest arguments go after --)")
+    if args.main:  # tools/environments.py builds rel/main from it
+        os.environ["SPECULATORS_GIT"] = args.main
     started = time.monotonic()
     states: dict[str, dict[str, str]] = {}
 
@@ -394,7 +377,7 @@ def main(argv: list[str]) -> int:
     outcomes = run_jobs(
         jobs,
         {"test": args.jobs, "build": args.build_jobs},
-        None if args.prebuilt else venvs() / ".timings.json",
+        venvs() / ".timings.json",
         progress,
         # a run narrowed by pytest arguments (-k, paths) times a part of the parts: not recorded
         record=not pytest_args,
@@ -419,7 +402,9 @@ def main(argv: list[str]) -> int:
     parts = f" ({len(broken)} parts failed or not run: {', '.join(broken)})" if broken else ""
     result = f"matrix: {passed} passed, {failed} failed{parts}"
     print(result)
-    if not (args.quick or args.releases or pytest_args):  # a full run: its times are the record
+    if args.main:
+        print(main_line(passed, failed, states.get("main", {}), by_name.get("suite:main")))
+    if not (args.quick or args.releases or args.main or pytest_args):  # a full run: the record
         record_times(times, result)
         print(f"wrote the times into {TIMES_DOC.relative_to(ROOT)}")
     return 0 if all(o.ok for o in outcomes) else 1

@@ -1,12 +1,10 @@
 """Run a graph of jobs (environment builds, test passes) concurrently on a few cores.
 
-Target: ``make test`` on 2-core CI machines (tools/matrix.py defines the jobs). Shape: each job
-has a name, a kind (``build`` or ``test``, each kind with its own number of slots: pip
-installs wait on disk and network, tests on the CPU), the jobs it needs first, and a function
-returning ``(ok, summary)``. Among the jobs whose needs are done, the one with the longest
-expected remaining path to the end goes first (durations remembered from the last run), so the
-slowest chain starts early. A job whose need failed is not run and reported as such. Why: run
-serially the suite takes 37+ minutes; builds and the release suites overlap here instead.
+Target: ``make test`` on 2-core CI machines (tools/matrix.py defines the jobs). Each job has a
+name, a kind (``build`` or ``test``, each with its own slots), the jobs it needs first and a
+function returning ``(ok, summary)``. Among the ready jobs, the one with the longest expected
+path to the end goes first (durations remembered from the last run); a job whose need failed is
+not run. Why: run serially the suite takes 37+ minutes; builds and suites overlap here instead.
 """
 
 from __future__ import annotations

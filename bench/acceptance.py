@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -296,8 +297,14 @@ def equal_steps(first: dict, heldout: Path, work: Path, size: dict, sources: dic
               placeholder: first[placeholder], "training_data": {
                   placeholder: first["training_data"][placeholder],
                   tag: first["training_data"][regenerated]}}  # fmt: skip
+    # upstream's trainer stops only the epoch that reaches --max-steps (0.9.0 trainer.py
+    # run_training): each later epoch runs one more step, so the epochs are cut to those needed
+    per_epoch = first[regenerated]["steps"] / size["epochs"]
+    epochs = str(math.ceil(steps / per_epoch))
     result[tag] = train(ARM, heldout, work, True, size, sources[regenerated]["train"], tag,
-                        ("--max-steps", str(steps)))  # fmt: skip
+                        ("--max-steps", str(steps), "--epochs", epochs))  # fmt: skip
+    if result[tag]["steps"] != steps:
+        fail(f"{tag} trained {result[tag]['steps']} steps, not {steps}: not equal steps")
     shown = {k: v for k, v in result[tag].items() if k != "checkpoint"}
     print(f"{ARM.name}, {tag}: {json.dumps(shown)}", flush=True)
     if "baseline" in first:

@@ -45,7 +45,7 @@ def test_pip_settings_reach_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     uv = _load("uv")
     config = tmp_path / "pip.conf"
     config.write_text(
-        "[global]\nextra-index-url = file:///idx/one file:///idx/two\n"
+        "[global]\nextra-index-url =\n    file:///idx/one\n    file:///idx/two\n"  # pip's list form
         "constraint = /caps.txt\nfind-links = /from-file\n"
     )
     monkeypatch.setenv("PIP_CONFIG_FILE", str(config))

@@ -1,11 +1,10 @@
 """Is there a speculators release newer than the table, and what does it do to the fixes?
 
 Asks PyPI (``pip index versions speculators``) for versions newer than the newest release in
-speculators_qwen_compat/releases.py; for each, builds ``.venvs/rel/<version>`` from the newest
-tested release's entry in envs/environments.toml (hs-connectors pinned to the same version when
-it exists; tools/environments.py),
-installs this package's wheel, runs the suite, and prints per fix: broke (failed, or a target
-that no longer fits), no longer needed (a pin test says the problem is gone), or still applies.
+speculators_qwen_compat/releases.py; for each, builds ``rel/<version>`` from the newest tested
+release's entry in envs/environments.toml (hs-connectors of the same version when it exists),
+runs the suite, and prints per fix: broke (failed, or a target that no longer fits), no longer
+needed (a pin test says the problem is gone), or still applies.
 """
 
 from __future__ import annotations

@@ -79,11 +79,13 @@ def spec_of(name: str) -> dict:
 def upstream_source(source: str) -> str:
     """A git source pinned to its commit (the hash of rel/main then follows upstream's main)."""
     source = f"file://{Path(source).resolve()}" if Path(source).is_dir() else source
+    tail = source.rpartition("/")[2]  # git+ssh://git@host/x: that @ is not a ref
     url, _, ref = (
-        source.removeprefix("git+").rpartition("@") if "@" in source else (source, 0, "HEAD")
+        source.removeprefix("git+").rpartition("@") if "@" in tail else (source, 0, "HEAD")
     )
-    found = subprocess.run(["git", "ls-remote", url.removeprefix("git+"), ref], check=True,
-                           capture_output=True, text=True).stdout.split()  # fmt: skip
+    listed = subprocess.run(["git", "ls-remote", url.removeprefix("git+"), ref],
+                            capture_output=True, text=True)  # fmt: skip
+    found = listed.stdout.split() if listed.returncode == 0 else []
     if not found:
         fail(f"no {ref} at {url}: set SPECULATORS_GIT to a git URL@branch or a local checkout")
     return f"git+{url}@{found[0]}"
@@ -113,8 +115,10 @@ def build(name: str, spec: dict | None = None) -> Path:
         scratch.chmod(0o755)
         try:
             make(scratch, spec, data, over)
-        except (BuildError, OSError) as error:
+        except BaseException as error:  # killed or failed: no scratch folder is left behind
             shutil.rmtree(scratch, ignore_errors=True)
+            if not isinstance(error, (BuildError, OSError)):
+                raise
             fail(f"could not build {name} ({error}): nothing was replaced")
         try:
             scratch.rename(store)
@@ -123,6 +127,8 @@ def build(name: str, spec: dict | None = None) -> Path:
             if not store.is_dir():
                 raise
         print(f"built {name} ({store})", flush=True)
+    if link.exists() and not link.is_symlink():  # a real folder: never replaced
+        fail(f"{link} was built by the pip-based tools: set VENVS to another folder or move it")
     if not link.is_symlink() or link.resolve() != store:
         link.parent.mkdir(parents=True, exist_ok=True)
         swap = link.with_name(f".{link.name}.{os.getpid()}")
@@ -142,14 +148,11 @@ def uv_command(*args: str) -> list[str]:
 
 def make(scratch: Path, spec: dict, data: dict, over: Path | None) -> None:
     """Build one environment into ``scratch``: a venv, or a folder run over ``over``."""
-    env = uv.environment()
-    sources = uv.source_args()
+    env, sources = uv.environment(), uv.source_args()
     packages = [*spec.get("packages", []), *(data["common"] if spec.get("common") else [])]
     if over is None:
         run(uv_command("venv", "-q", "--relocatable", "--python", PYTHON, str(scratch)), env=env)
-        python = scratch / "bin" / "python"
-        target: list[str] = []
-        check_env = dict(os.environ)
+        python, target, check_env = scratch / "bin" / "python", [], dict(os.environ)
     else:
         python = over / "bin" / "python"
         site = scratch / "site-packages"
@@ -164,7 +167,8 @@ def make(scratch: Path, spec: dict, data: dict, over: Path | None) -> None:
     if better:  # uv took a wheel tagged for an older Python from the first source holding it
         run([*pip, "--no-deps", "--reinstall", *better], env=env)
     if spec.get("remove"):
-        run(uv_command("pip", "uninstall", "-q", "--python", str(python), *spec["remove"]), env=env)
+        uninstall = uv_command("pip", "uninstall", "-q", "--python", str(python), *target)
+        run([*uninstall, *spec["remove"]], env=env)
     if over is not None and (site / "bin").is_dir():
         for script in (site / "bin").iterdir():  # the venv first on PATH runs them
             head, body = launcher(script.read_text(errors="replace"))
@@ -191,10 +195,8 @@ def launcher(text: str) -> tuple[str, str]:
 def wheel() -> None:
     """This package's wheel into build/wheel (uv build, isolated, the machine's sources)."""
     shutil.rmtree(WHEELS, ignore_errors=True)
-    command = uv_command(
-        "build", "-q", "--wheel", "--out-dir", str(WHEELS), *uv.source_args(build=True)
-    )
-    if subprocess.run([*command, str(ROOT)], env=uv.environment()).returncode != 0:
+    command = uv_command("build", "-q", "--wheel", "--out-dir", str(WHEELS), str(ROOT))
+    if subprocess.run([*command, *uv.source_args(build=True)], env=uv.environment()).returncode:
         fail("could not build this package's wheel (above)")
 
 
@@ -204,8 +206,7 @@ def install(base: str) -> None:
     wheels = sorted(WHEELS.glob("speculators_qwen_compat-*.whl"))
     if len(wheels) != 1:
         fail(f"expected one wheel in {WHEELS}, found {len(wheels)}: run make wheel")
-    venv = ROOT / "build" / f"venv-{base}"
-    venv.parent.mkdir(parents=True, exist_ok=True)
+    venv = ROOT / "build" / f"venv-{base}"  # build/ exists: the wheel is in it
     with open(f"{venv}.lock", "w") as lock:  # one install at a time per checkout
         fcntl.flock(lock, fcntl.LOCK_EX)
         shutil.rmtree(venv, ignore_errors=True)

@@ -119,14 +119,9 @@ def run_logged(name: str, command: list[str], env: dict[str, str] | None = None)
 
 
 def pytest_pass(
-    name: str,
-    release: str,
-    base: str,
-    select: str,
-    pytest_args: list[str],
-    paths: list[str],
+    name: str, release: str, base: str, select: str, pytest_args: list[str], paths: list[str],
     extra_env: dict[str, str] | None = None,
-) -> tuple[bool, str]:
+) -> tuple[bool, str]:  # fmt: skip
     """One pytest run in a release's environment; (passed, summary line)."""
     basetemp = BUILD / "tmp" / name.replace(":", "-")
     basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes only the last level
@@ -138,11 +133,8 @@ def pytest_pass(
         f"--basetemp={basetemp}", "-m", select, "--durations=15", *pytest_args, *paths,
     ]  # fmt: skip
     code, output = run_logged(name, command, env)
-    lines = [
-        line.strip("= ")
-        for line in output.splitlines()
-        if re.search(r"\d+ (passed|failed|errors?|deselected)|no tests ran", line)
-    ]
+    found = r"\d+ (passed|failed|errors?|deselected)|no tests ran"
+    lines = [line.strip("= ") for line in output.splitlines() if re.search(found, line)]
     summary = lines[-1] if lines else "no summary"
     return verdict(name, code, summary, narrowed=bool(pytest_args))
 
@@ -291,9 +283,8 @@ def times_table(outcomes: list[Outcome], total: float) -> str:
         result = {True: "ok", False: "FAIL", None: "skip"}[o.ok]
         span = f"{o.started:5.0f}-{o.ended:5.0f}"
         cpu = _clock(CPU[o.name]) if o.name in CPU else "-"
-        lines.append(
-            f"{o.name:<21} {result:<6} {_clock(o.seconds):>7} {cpu:>7}  {span}  {o.summary[:60]}"
-        )
+        lines.append(f"{o.name:<21} {result:<6} {_clock(o.seconds):>7} {cpu:>7}  {span}  "
+                     f"{o.summary[:60]}")  # fmt: skip
     used = sum(CPU.values())
     lines.append(f"{'total':<21} {'':<6} {_clock(total):>7} {_clock(used):>7}")
     cores = os.cpu_count() or 1
@@ -304,7 +295,7 @@ def times_table(outcomes: list[Outcome], total: float) -> str:
     return "\n".join(lines)
 
 
-#: Where a full run's times are written (tools/doc_block.py's block ``matrix-times``).
+#: where a full run's times are written (block ``matrix-times``)
 TIMES_DOC = ROOT / "docs" / "maintainers.md"
 
 
@@ -312,7 +303,7 @@ def record_times(table: str, result: str) -> None:
     """The last full run's times in docs/maintainers.md: when, at which commit, on what."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                           text=True).stdout.strip() or "unknown"  # fmt: skip
-    # changed files besides this block's own (an earlier full run left it changed)
+    # an earlier full run may have left this block changed
     own = [f":!{TIMES_DOC.relative_to(ROOT)}"] if TIMES_DOC.is_relative_to(ROOT) else []
     status = ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *own]
     dirty = subprocess.run(status, cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -327,7 +318,7 @@ def record_times(table: str, result: str) -> None:
     doc_block.write(TIMES_DOC, "matrix-times", body)
 
 
-def main_line(passed: int, failed: int, found: dict[str, str], suite: Outcome | None) -> str:
+def main_line(passed: int, failed: int, found: dict[str, str], outcomes: list[Outcome]) -> str:
     """``main: N passed, M failed``, then each fix whose state on upstream's main differs from the
     newest release's, and the test modules that failed there."""
     newest = max(TESTED_RELEASES, key=_version)
@@ -335,10 +326,13 @@ def main_line(passed: int, failed: int, found: dict[str, str], suite: Outcome | 
     fixes = [f"{fix} {found.get(fix, 'missing')} (on {newest}: {state})"
              for fix, state in declared.items() if found.get(fix) != state]  # fmt: skip
     log = LOGS / "suite-main.log"
+    ran = any(o.name == "suite:main" and o.ok is not None for o in outcomes)  # a fresh log
     failing = re.findall(r"^(?:FAILED|ERROR) (tests/[^:\s]+)", log.read_text(), re.M) if (
-        suite and log.is_file()) else []  # fmt: skip
+        ran and log.is_file()) else []  # fmt: skip
     line = f"main: {passed} passed, {failed} failed"
     line += f"; fixes that differ: {', '.join(fixes)}" if fixes else "; every fix as on " + newest
+    broken = [o.name for o in outcomes if o.ok is not True]  # a build of rel/main that failed
+    line += f"; parts failed or not run: {', '.join(broken)}" if broken else ""
     return line + (f"; failing in {', '.join(sorted(set(failing)))}" if failing else "")
 
 
@@ -403,7 +397,7 @@ def main(argv: list[str]) -> int:
     result = f"matrix: {passed} passed, {failed} failed{parts}"
     print(result)
     if args.main:
-        print(main_line(passed, failed, states.get("main", {}), by_name.get("suite:main")))
+        print(main_line(passed, failed, states.get("main", {}), outcomes))
     if not (args.quick or args.releases or args.main or pytest_args):  # a full run: the record
         record_times(times, result)
         print(f"wrote the times into {TIMES_DOC.relative_to(ROOT)}")

@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -35,7 +35,6 @@ class Outcome:
     summary: str
     started: float = 0.0
     ended: float = 0.0
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -98,30 +97,20 @@ def run_jobs(
 
     while len(done) < len(jobs):
         with lock:
-            for job in jobs:  # a need failed or was skipped: never run
+            for job in sorted(jobs, key=lambda job: (not job.first, -priority[job.name])):
                 if job.name in done or job.name in running:
                     continue
                 bad = [n for n in job.needs if n in done and not done[n].ok]
-                if bad:
-                    now = time.monotonic() - origin
-                    outcome = Outcome(job.name, job.kind, None, f"not run: {bad[0]} failed")
-                    outcome.started = outcome.ended = now
-                    done[job.name] = outcome
-                    order.append(outcome)
-            ready = [
-                job
-                for job in jobs
-                if job.name not in done
-                and job.name not in running
-                and all(n in done and done[n].ok for n in job.needs)
-            ]
-            ready.sort(key=lambda job: (not job.first, -priority[job.name]))
-            for job in ready:
-                busy = sum(1 for kind in running.values() if kind == job.kind)
-                if busy < slots.get(job.kind, 1):
+                now = time.monotonic() - origin
+                if bad:  # a need failed or was not run: never run
+                    done[job.name] = Outcome(job.name, job.kind, None,
+                                             f"not run: {bad[0]} failed", now, now)  # fmt: skip
+                    order.append(done[job.name])
+                elif all(n in done for n in job.needs) and sum(
+                    kind == job.kind for kind in running.values()
+                ) < slots.get(job.kind, 1):
                     running[job.name] = job.kind
-                    started = time.monotonic() - origin
-                    threading.Thread(target=work, args=(job, started), daemon=True).start()
+                    threading.Thread(target=work, args=(job, now), daemon=True).start()
             if len(done) < len(jobs):
                 lock.wait(timeout=5)
     if timings_file is not None and record:

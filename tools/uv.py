@@ -1,15 +1,17 @@
-"""The pinned uv, and the machine's package sources handed to it.
+"""The pinned uv (``envs/environments.toml``), and the machine's package sources handed to it.
 
-Target: tools/environments.py (every test environment, the checkout's venvs) on a machine with
-nothing but Python 3.11 and pip. Why: uv resolves, links from one cache and is safe to run side
-by side, but it reads no pip configuration, and this machine takes torch's CPU wheels through pip's
-(find-links, extra indexes, a constraints file): without them uv would download multi-GB CUDA
-builds of torch from PyPI. The pins of ``envs/environments.toml`` (its ``uv``) say which uv.
+Target: tools/environments.py on a machine with nothing but Python 3.11 and pip. Why: uv reads
+no pip configuration, and this machine takes torch's CPU wheels through pip's (find-links, extra
+indexes, a constraints file): without them uv would download multi-GB CUDA builds from PyPI.
 """
 
 from __future__ import annotations
 
+import ast
+import base64
+import contextlib
 import functools
+import html
 import os
 import re
 import shutil
@@ -63,17 +65,17 @@ def pip_settings() -> dict[str, str]:
     for line in out.splitlines():
         name, _, value = line.partition("=")
         section, _, key = name.rpartition(".")
-        found.setdefault(key, {})[section] = value.strip().strip("'\"")
+        with contextlib.suppress(ValueError, SyntaxError):  # pip prints repr(): "'a\\nb'"
+            value = ast.literal_eval(value.strip())
+        found.setdefault(key, {})[section] = str(value).strip().strip("'\"")
     order = (":env:", "install", "global")
     return {k: next(v[s] for s in (*order, *v) if s in v) for k, v in found.items()}
 
 
 def source_args(settings: dict[str, str] | None = None, build: bool = False) -> list[str]:
-    """uv flags for the indexes, find-links and constraints pip is configured with (for ``uv
-    build``: constraints on the build requirements). Several sources: every one is searched for
-    the best version (pip's rule), so a pinned torch takes the local CPU build (2.13.0+cpu sorts
-    above PyPI's 2.13.0) instead of a CUDA one. Unlike pip, uv may take a wheel of that version
-    with a lower Python tag from an earlier source: ``better_wheels`` finds those."""
+    """uv flags for pip's indexes, find-links and constraints (``build``: on build requirements).
+    Every source is searched for the best version, as pip does (2.13.0+cpu sorts above PyPI's
+    2.13.0); a wheel of it with a lower Python tag from an earlier source: ``better_wheels``."""
     settings = pip_settings() if settings is None else settings
     args: list[str] = []
     for option, flag in FLAGS.items():
@@ -98,8 +100,8 @@ def better_wheels(site: Path, settings: dict[str, str] | None = None) -> list[st
     """Wheels the sources offer for a version in ``site`` with a tag this Python ranks above the
     installed one's. uv takes a version's files from the first source holding it; pip takes the
     best tag among all sources (one index with multiprocess' py310 wheel, whose ``fork_exec``
-    call fails on 3.11, another with its py311 one). Only wheels for an older Python are looked
-    up (``py310``, ``cp310``): the case where sources differ."""
+    call fails on 3.11, another with its py311 one). Only pure wheels for an older Python
+    (``py310-none``) are looked up: the case where sources differ."""
     settings = pip_settings() if settings is None else settings
     rank = {tag: i for i, tag in enumerate(tags.sys_tags())}
     older = re.compile(rf"(py|cp)3(?!{sys.version_info.minor}$)\d+")
@@ -107,7 +109,7 @@ def better_wheels(site: Path, settings: dict[str, str] | None = None) -> list[st
     for wheel in site.glob("*.dist-info/WHEEL"):
         lines = wheel.read_text(errors="replace").splitlines()
         have = [t for ln in lines if ln.startswith("Tag:") for t in tags.parse_tag(ln[4:].strip())]
-        if not have or not all(older.fullmatch(t.interpreter) for t in have):
+        if not have or not all(older.fullmatch(t.interpreter) and t.abi == "none" for t in have):
             continue
         name, version = wheel.parent.name.removesuffix(".dist-info").rsplit("-", 1)
         best, url = min(rank.get(t, len(rank)) for t in have), None
@@ -126,25 +128,40 @@ def better_wheels(site: Path, settings: dict[str, str] | None = None) -> list[st
 
 
 def _offered(name: str, settings: dict[str, str]) -> list[str]:
-    """Every file URL the configured indexes (PEP 503 pages) and find-links list for ``name``."""
+    """Every file URL the configured indexes (PEP 503 pages) and find-links list for ``name``,
+    yanked files left out; a source that cannot be read (but for a missing page) is an error:
+    the build would otherwise keep a wheel pip would not have chosen."""
     indexes = settings.get("index-url", DEFAULT_INDEX).split()
     indexes += settings.get("extra-index-url", "").split()
     pages = [f"{index.rstrip('/')}/{name}/" for index in indexes if index]
     urls = []
     for link in settings.get("find-links", "").split():
-        if Path(link).is_dir():
-            urls += [Path(link, f).resolve().as_uri() for f in os.listdir(link)]
+        folder = Path(urllib.request.url2pathname(urllib.parse.urlsplit(link).path))
+        if (folder if link.startswith("file:") else Path(link)).is_dir():
+            folder = folder if link.startswith("file:") else Path(link)
+            urls += [(folder / f).resolve().as_uri() for f in os.listdir(folder)]
         else:
             pages.append(link)
     for page in pages:
-        local = urllib.request.url2pathname(urllib.parse.urlparse(page).path)
-        if page.startswith("file:") and Path(local).is_dir():
+        local = Path(urllib.request.url2pathname(urllib.parse.urlsplit(page).path))
+        if page.startswith("file:") and local.is_dir():
             page += "index.html"  # a local index's page for the package, as pip reads it
+        parts = urllib.parse.urlsplit(page)
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # no password
+        request = urllib.request.Request(shown)
+        if parts.username:
+            login = urllib.parse.unquote(f"{parts.username}:{parts.password or ''}").encode()
+            request.add_header("Authorization", f"Basic {base64.b64encode(login).decode()}")
         try:
-            with urllib.request.urlopen(page, timeout=30) as response:
-                html = response.read().decode(errors="replace")
-        except (OSError, ValueError):
-            continue  # a source without the package
-        for href in re.findall(r'href="([^"]+)"', html):
-            urls.append(urllib.parse.urljoin(page, href.split("#")[0]))
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read().decode(errors="replace")
+        except Exception as error:  # urllib raises more than OSError (InvalidURL, IncompleteRead)
+            reason = getattr(error, "reason", error)
+            if getattr(error, "code", None) == 404 or isinstance(reason, FileNotFoundError):
+                continue  # a source without the package
+            raise OSError(f"cannot read {shown} to compare wheel tags: {error}") from error
+        for anchor in re.findall(r"<a\s[^>]*>", text, re.I):
+            href = re.search(r"""href\s*=\s*["']([^"']+)""", anchor)
+            if href and "data-yanked" not in anchor:
+                urls.append(urllib.parse.urljoin(shown, html.unescape(href.group(1)).split("#")[0]))
     return urls

@@ -22,8 +22,9 @@ from transformers import AutoTokenizer
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.regenerate import loop, output, state
+from speculators_qwen_compat.regenerate import plan as plan_module
 from speculators_qwen_compat.regenerate.plan import plan_row
-from speculators_qwen_compat.regenerate.tally import RegenTally
+from speculators_qwen_compat.regenerate.tally import BUG, ERROR_LIMIT, RegenTally
 
 pytestmark = pytest.mark.skipif(not RENDERS, reason="regenerate-responses is 0.8+")
 URL = "http://127.0.0.1:9/v1/chat/completions"
@@ -73,10 +74,11 @@ class FakeServer:
 
 
 def run(row: dict[str, Any], server: FakeServer, *, alive: bool = True, tools: Any = None,
-        max_tokens: int = 1000) -> tuple[list[dict[str, Any]], Any]:  # fmt: skip
+        max_tokens: int = 1000,
+        tokenizer: Any = None) -> tuple[list[dict[str, Any]], Any]:  # fmt: skip
     """One conversation through ``loop.regenerate``: (its rows, what it returned or raised)."""
     module = upstream()
-    plan, found_tools = plan_row(row, result_names=module._tool_result_names)
+    plan, found_tools = plan_row(row, tokenizer=tokenizer, result_names=module._tool_result_names)
     item = {"turns": plan, "tools": tools or found_tools, "primary_id": "c", "idx": 0}
     samples: list[dict[str, Any]] = []
 
@@ -178,6 +180,27 @@ def test_an_answered_conversation_resets_the_consecutive_count(run_state: Any) -
             FakeServer(RuntimeError(f"HTTP 500 from {URL}: oops")))  # fmt: skip
         run({"messages": [{"role": "user", "content": "q"}]}, FakeServer(reply("Ok.")))
     assert run_state.stop is None and run_state.consecutive == 0
+
+
+def test_an_error_of_the_precheck_itself_is_a_counted_bug_under_the_error_limit(
+    run_state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tokenizer that breaks during the template pre-check (not a data problem) fails the
+    conversation counted like any other bug, and past the error limit stops the run."""
+
+    def broken(self: Any) -> None:
+        raise RuntimeError("the tokenizer broke")
+
+    monkeypatch.setattr(plan_module.Plan, "check", broken)
+    question = {"messages": [{"role": "user", "content": "q"}]}
+    samples, outcome = run(question, FakeServer(), tokenizer=object())
+    assert isinstance(outcome, RuntimeError) and not samples
+    assert run_state.tally.errors == 1 and dict(run_state.tally.failed) == {BUG: 1}
+    run_state.tally.conversations_in = 1
+    assert run_state.tally.counted() == 1  # the counts add up
+    for _ in range(ERROR_LIMIT):
+        run(question, FakeServer(), tokenizer=object())
+    assert run_state.stop and "the tokenizer broke" in run_state.stop
 
 
 def test_the_request_timeout_bounds_each_try_and_is_named(run_state: Any) -> None:

@@ -7,7 +7,8 @@ reasoning from the prompts it sends back, loses a conversation whose reply is st
 ``--max-tokens`` and ends nothing but the conversation on a fault of the server. Here:
 
 - the plan's template pre-check (plan.py) runs first, in a thread: never on the event loop
-  that feeds the requests; a conversation it rejects is counted skipped, no request sent;
+  that feeds the requests; a conversation it rejects is counted skipped, no request sent; an
+  error of the tokenizer itself there is a bug like any other (counted, error limit);
 - each reply is one boundary row built by upstream's ``_sample_from_response``; a reply still
   thinking at ``--max-tokens`` is a row too (every sampled token; counted cut short);
 - the target's tool calls are answered with the data's cached results paired by tool name,
@@ -95,16 +96,16 @@ async def regenerate(
     nothing could be written (the conversation goes to upstream's errors file, counted)."""
     plan: Plan = item["turns"]
     tally = run_state.tally()
-    if plan.pending is not None:
-        skip = await asyncio.to_thread(plan.check)
-        if skip:
-            tally.skipped[skip] += 1
-            return False
-    _warn_long(plan, item)
     recorded = {**sampling_params, **overrides}
     prefix: list[dict[str, Any]] = []
     reason = None
     try:
+        if plan.pending is not None:  # a tokenizer's own error here is a bug, counted below
+            skip = await asyncio.to_thread(plan.check)
+            if skip:
+                tally.skipped[skip] += 1
+                return False
+        _warn_long(plan, item)
         for step in plan:
             prefix.extend(step.lead)
             reason = await _step(

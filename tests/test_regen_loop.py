@@ -345,3 +345,90 @@ def test_every_conversation_is_counted_once() -> None:
     assert tally.counted() == tally.conversations_in
     line = tally.summary()
     assert "1 already in the output (--resume)" in line and "2 not reached (run stopped)" in line
+
+
+class NoProgress:
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None: ...
+
+    def update(self, n: int) -> None: ...
+
+
+def through_upstreams_worker(server: FakeServer, tmp_path: Path, rows: list[dict[str, Any]],
+                             monkeypatch: pytest.MonkeyPatch) -> Any:  # fmt: skip
+    """A run (regenerate/run.py) whose ``_run`` feeds ``rows`` to upstream's own ``_worker``
+    with the files opened as upstream's ``_run`` opens them (0.9.0 :769), asking ``server``."""
+    module = upstream()
+    monkeypatch.setattr(
+        module, "_post_chat", lambda session, endpoint, payload, **kw: server(payload)
+    )
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: Any) -> None:  # fmt: skip
+        queue: asyncio.Queue = asyncio.Queue()
+        for index, row in enumerate(rows):
+            plan, tools = plan_row(row, result_names=module._tool_result_names)
+            await queue.put({"turns": plan, "tools": tools, "primary_id": f"c{index}",
+                             "idx": index})  # fmt: skip
+        await queue.put(None)
+        errors = output.errors_path(Path(outfile))
+        with Path(outfile).open("a", encoding="utf-8") as out_fh, errors.open("a") as err_fh:
+            stats = dict.fromkeys(("ok", "errors", "truncated", "requests"), 0)
+            stats.update(completion_tokens=0, total_request_s=0.0, start_time=0.0)
+            await module._worker(
+                None, queue, model=model, max_tokens=max_tokens, endpoint=endpoint,
+                sampling_params={}, max_retries=0, out_fh=out_fh, err_fh=err_fh,
+                progress=NoProgress(), stats=stats, detokenize=lambda ids: "",
+            )  # fmt: skip
+
+    from speculators_qwen_compat.regenerate import run as regen_run
+
+    kwargs = {"endpoint": URL, "model": "m", "dataset_name": str(dataset),
+              "outfile": str(tmp_path / "out.jsonl"), "resume": False, "max_tokens": 10**6,
+              "limit": None}  # fmt: skip
+
+    async def exit_code() -> Any:
+        try:
+            await regen_run.guarded_run(upstream_run, (), kwargs, module)
+        except SystemExit as exc:
+            return exc.code
+        return 0
+
+    return asyncio.run(asyncio.wait_for(exit_code(), 20))
+
+
+def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The output's file system refuses the second conversation's rows part way (a real short
+    write then EFBIG, past RLIMIT_FSIZE, as a full disk does with ENOSPC): the run stops with
+    one line saying which file and how to go on, exit 1; the file holds the first conversation
+    whole and nothing of the second; the second is not counted regenerated."""
+    import resource
+    import signal
+
+    limit = 64 * 1024
+    server = FakeServer(reply("small", completion=3), reply("huge", completion=limit))
+    question = {"messages": [{"role": "user", "content": "q"}]}
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        code = through_upstreams_worker(server, tmp_path, [question, question], monkeypatch)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    partial = tmp_path / "out.partial.jsonl"
+    assert len(err) == 1 and err[0].startswith(
+        f"speculators_qwen_compat: error: cannot write {partial}: "
+    )
+    assert "rerun the same command with --resume" in err[0] and "once there is room" in err[0]
+    written = [json.loads(line) for line in partial.read_bytes().splitlines(keepends=True)
+               if line.endswith(b"\n")]  # fmt: skip
+    assert partial.read_bytes().endswith(b"\n") and {row["primary_id"] for row in written} == {"c0"}
+    report = json.loads((tmp_path / "out.report.json").read_text())
+    assert report["exit_code"] == 1 and report["regenerated"] == 1 and report["rows_out"] == 1
+    assert report["not_reached"] == 1  # the second: asked, but its rows are not in the file

@@ -140,12 +140,25 @@ async def regenerate(
         tally.failed[reason] += 1
         raise NothingRegenerated(reason)
     run_state.answered()
-    tally.rows_out += len(samples)
-    if reason:
-        tally.cut_short[reason] += 1
-    else:
-        tally.regenerated += 1
+    _count(tally, item, reason, len(samples))
     return bool(reason)
+
+
+def _count(tally: Any, item: dict[str, Any], reason: str | None, rows: int) -> None:
+    """Count a conversation whose rows upstream writes next; taken back if that write fails
+    (state.write_failed)."""
+
+    def change(by: int) -> None:
+        tally.rows_out += by * rows
+        if reason:
+            tally.cut_short[reason] += by
+            if not tally.cut_short[reason]:
+                del tally.cut_short[reason]
+        else:
+            tally.regenerated += by
+
+    change(1)
+    run_state.counted(str(item.get("primary_id")), lambda: change(-1))
 
 
 def _warn_long(plan: Plan, item: dict[str, Any]) -> None:

@@ -18,6 +18,10 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
 - an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
   before the run starts (its conversations are retried), so the errors file a run leaves lists
   that run's failures and a run that stops before retrying them loses no record;
+- upstream's workers write the rows through ``RowWriter``: one conversation's rows are one
+  ``os.write`` at upstream's ``flush()`` (a kill leaves at most one torn tail, never a
+  conversation cut between complete rows); a write that fails (a full disk) is cut back off
+  the file, and the run stops at once, resumable (state.write_failed);
 - no name is ever renamed over: take, publish and restore move a file by a hard link (``move``),
   so a file that appeared under the target name while the run went on is kept, and so are ours.
 """
@@ -26,12 +30,57 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from speculators_qwen_compat.core.errors import CompatError
+
+
+class RowWriter:
+    """The file object upstream's workers get for ``--outfile`` (fixes/regenerate/regen_run.py):
+    ``write`` keeps one conversation's rows, ``flush`` writes them with one ``os.write`` to the
+    locked partial file. On an OSError the bytes written are cut back off, the run is told
+    (state.write_failed) and every later write fails the same way."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd, self.path = fd, path
+        self.rows: list[str] = []
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        self.rows.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        data = "".join(self.rows).encode("utf-8")
+        primary_id = _primary_id(self.rows)
+        self.rows = []
+        if self.failed is not None:
+            raise self.failed
+        if not data:
+            return
+        start = os.fstat(self.fd).st_size
+        try:
+            written = os.write(self.fd, data)
+            while written < len(data):  # a short write: the next one says why
+                written += os.write(self.fd, data[written:])
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            self.failed = exc
+            from speculators_qwen_compat.regenerate import state
+
+            state.write_failed(self.path, exc, primary_id)
+            raise
+
+
+def _primary_id(rows: list[str]) -> str | None:
+    with contextlib.suppress(ValueError, IndexError, AttributeError):
+        return str(json.loads(rows[0]).get("primary_id"))
+    return None
 
 
 def partial_path(outfile: Path) -> Path:
@@ -67,6 +116,8 @@ class Output:
     #: where this run's failures are (upstream appends to the partial file's errors file;
     #: publish and restore move it beside the rows, never over a file)
     errors: Path = Path()
+    #: the report could not be written (run.py says so in the run's line)
+    report_failed: str = ""
 
     def __post_init__(self) -> None:
         if self.errors == Path():

@@ -25,7 +25,7 @@ from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError
 from speculators_qwen_compat.core.upstream import bind, call
 from speculators_qwen_compat.regenerate import output as files
 from speculators_qwen_compat.regenerate import state as regen_state
-from speculators_qwen_compat.regenerate.tally import RegenTally, write_report
+from speculators_qwen_compat.regenerate.tally import RegenTally, report_path, write_report
 
 ERROR_PREFIX = "speculators_qwen_compat: error: "
 
@@ -56,9 +56,24 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
     final = Path(arguments["outfile"] or _default_outfile(module, arguments))
     output = files.take(final, bool(arguments["resume"]))
     try:
+        set_report_aside(final)
         await _locked_run(wrapped, bound, module, output)
+    except CompatError as exc:
+        if output.report_failed:
+            raise CompatError(f"{exc}; {output.report_failed}") from exc
+        raise
     finally:
         output.release()
+    if output.report_failed:
+        raise CompatError(output.report_failed)
+
+
+def set_report_aside(final: Path) -> None:
+    """An earlier run's report becomes ``NAME.report.previous.json``: a run that stops before
+    writing its own leaves no report that is not about it."""
+    report = report_path(final)
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(report, report.with_name(report.name[: -len(".json")] + ".previous.json"))
 
 
 async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Output) -> None:
@@ -66,6 +81,7 @@ async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Outpu
     endpoint = arguments["endpoint"]
     arguments["outfile"] = str(output.partial)
     state = regen_state.open_run()
+    state.writer = files.RowWriter(output.handle.fileno(), output.partial)
     state.max_tokens = arguments["max_tokens"]
     state.endpoint = endpoint
     tally = state.tally
@@ -153,12 +169,21 @@ def _stopped_files(output: files.Output) -> Path | None:
 def _end(
     output: files.Output, tally: RegenTally, *, complete: bool, code: int, rows_at: Path | None
 ) -> None:
-    """The report, the run's last write: what was counted, the exit code, where the rows are."""
-    write_report(
-        output.final, tally, complete=complete, exit_code=code,
-        output=str(rows_at) if rows_at else None,
-        errors_file=str(output.errors) if _failures_in(output) else None,
-    )  # fmt: skip
+    """The report, the run's last write: what was counted, the exit code, where the rows are.
+    A report that cannot be written (a full disk) is removed, and the run says so in its line
+    (``output.report_failed``)."""
+    try:
+        write_report(
+            output.final, tally, complete=complete, exit_code=code,
+            output=str(rows_at) if rows_at else None,
+            errors_file=str(output.errors) if _failures_in(output) else None,
+        )  # fmt: skip
+    except OSError as exc:
+        report = report_path(output.final)
+        for path in (report, report.with_name(report.name + ".tmp")):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        output.report_failed = f"cannot write {report}: {exc.strerror or exc} (no report)"
 
 
 def _failures_in(output: files.Output) -> bool:
@@ -201,6 +226,13 @@ def _stopped(
     head = state.stop or ""
     if state.server_fault:
         head = f"the vLLM server at {endpoint} failed: {head}"
+    if state.write_fault:
+        where = f"the rows written are in {rows_at}" if rows_at else "no row was written"
+        resume = f" to finish into {output.final}" if rows_at == output.partial else ""
+        return (
+            f"{head}; {where}; {tally.summary()}; rerun the same command with --resume{resume} "
+            "once there is room"
+        )
     if rows_at is None:
         return f"{head}; no row was written; {tally.summary()}; fix it and rerun the same command"
     if output.appeared:

@@ -57,6 +57,14 @@ class RunState:
     #: tool conversations refused, by the server's message; any tool conversation answered
     tool_refusals: dict[str, int] = field(default_factory=dict)
     tools_answered: bool = False
+    #: the output could not be written (disk full, ...): the run stops, resumable once there is
+    #: room
+    write_fault: bool = False
+    #: the file object upstream's workers write the rows with (output.RowWriter)
+    writer: Any = None
+    #: (primary id, how to take its count back) of the conversation counted last: counted
+    #: before upstream writes its rows, taken back when that write fails (output.RowWriter)
+    last_counted: tuple[str, Any] | None = None
 
 
 _current: RunState | None = None
@@ -97,6 +105,25 @@ async def fault(reason: str) -> None:
         return
     end_run(reason, server_fault=True)
     await asyncio.Event().wait()
+
+
+def counted(primary_id: str, undo: Any) -> None:
+    """A conversation was counted as written; ``undo`` takes it back if its rows are not."""
+    if _current is not None:
+        _current.last_counted = (primary_id, undo)
+
+
+def write_failed(path: Any, exc: OSError, primary_id: str | None) -> None:
+    """The output could not be written: the conversation whose rows were lost is not counted
+    (its count is taken back) and the run ends at once, resumable."""
+    state = _current
+    if state is None:
+        return
+    if state.last_counted is not None and state.last_counted[0] == primary_id:
+        state.last_counted[1]()
+    state.last_counted = None
+    state.write_fault = True
+    end_run(f"cannot write {path}: {exc.strerror or exc}", server_fault=False)
 
 
 def answered() -> None:

@@ -15,12 +15,17 @@ regenerate/run.py, this module only attaches it):
   state.py): two options added to upstream's typer command, shown in its ``--help``;
 - a server fault, the consecutive-failure limit or more than ERROR_LIMIT bugs cancel every
   worker at once: one line saying what was done, where the rows are and how to resume, exit 1;
+- the rows go through regenerate/output.RowWriter, handed to upstream's ``_worker`` (0.9.0
+  :567, called by ``_run`` :789 with ``out_fh=`` the ``--outfile`` it opened :769) in place of
+  ``out_fh``: one conversation is one write; a full disk stops the run with one line, the
+  conversation whose rows were not written not counted;
 - every conversation counted once (regenerate/tally.py): the line ``regenerated N of M
   conversations (R rows); cut short ...; skipped ...; failed ...`` and ``NAME.report.json``,
   written last, agreeing with the exit code and the files.
 Shape needed: ``_run`` taking ``endpoint``, ``model``, ``dataset_name``, ``outfile``, ``resume``,
 ``max_tokens``, ``limit``; ``load_seen``, ``detect_model``, ``sanitize_filename``,
-``with_retries``, ``_post_chat`` (a ``with_retries`` wrapper with ``__wrapped__``);
+``with_retries``, ``_post_chat`` (a ``with_retries`` wrapper with ``__wrapped__``),
+``_worker`` taking ``out_fh`` and ``err_fh`` (passed by keyword);
 ``regenerate_responses`` with a ``max_tokens`` option.
 """
 
@@ -49,6 +54,7 @@ DETECT_MODEL = Target(CLI_REGENERATE, "detect_model", params=("endpoint",))
 SANITIZE = Target(CLI_REGENERATE, "sanitize_filename", params=("name",))
 COMMAND = Target(CLI_REGENERATE, "regenerate_responses", params=("max_tokens",))
 RETRIES = Target(CLI_REGENERATE, "with_retries", params=("fn",))
+WORKER = Target(CLI_REGENERATE, "_worker", params=("out_fh", "err_fh"))
 POST_CHAT = Target(CLI_REGENERATE, "_post_chat", params=("session", "endpoint", "payload"))
 PRESETS = Target(CLI_REGENERATE, "DATASET_CONFIGS", kind=ANY, optional=True)
 MAX_TOKENS_HELP = (
@@ -77,7 +83,7 @@ class RegenRunFix(Fix):
     shapes = (
         Shape(
             "_run staged, guarded and counted",
-            (RUN, LOAD_SEEN, DETECT_MODEL, SANITIZE, COMMAND, RETRIES, POST_CHAT, PRESETS),
+            (RUN, LOAD_SEEN, DETECT_MODEL, SANITIZE, COMMAND, RETRIES, POST_CHAT, WORKER, PRESETS),
         ),
     )
     applies_on = Span("0.8.1", "0.9.0")
@@ -89,6 +95,7 @@ class RegenRunFix(Fix):
             return guarded_run(wrapped, args, kwargs, module)
 
         patcher.wrap(*found.place(RUN), run)
+        patcher.wrap(*found.place(WORKER), with_row_writer)
         command = found.get(COMMAND)
         option = _max_tokens_option(command)
         if option is not None:
@@ -98,6 +105,14 @@ class RegenRunFix(Fix):
         inner = getattr(post_chat, "__wrapped__", None)
         if inner is not None:
             patcher.replace(module, "_post_chat", found.get(RETRIES)(timed(inner)))
+
+
+def with_row_writer(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    """Upstream's ``_worker`` writing the rows through the run's RowWriter (``out_fh``)."""
+    state = regen_state.current()
+    if state is not None and state.writer is not None and "out_fh" in kwargs:
+        kwargs = {**kwargs, "out_fh": state.writer}
+    return wrapped(*args, **kwargs)
 
 
 def timed(post_chat: Any) -> Any:

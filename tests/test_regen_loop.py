@@ -311,6 +311,39 @@ def test_a_torn_last_line_is_counted_kept_aside_and_cut(tmp_path: Path) -> None:
         taken.release()
 
 
+def test_a_torn_row_takes_the_complete_rows_of_its_conversation_aside_with_it(
+    tmp_path: Path,
+) -> None:
+    """A conversation is one write: complete rows just before a torn one that share its
+    primary_id were cut by the same kill; they go aside with it (counted), so upstream's
+    load_seen does not count that conversation done. Rows of other conversations stay."""
+    final = tmp_path / "out.jsonl"
+    kept = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}\n'
+    same = b'{"id": "c_gen0", "primary_id": "c"}\n{"id": "c_gen1", "primary_id": "c"}\n'
+    torn = b'{"id": "c_gen2", "primary_id": "c", "inp'
+    final.write_bytes(kept + same + torn)
+    taken = output.take(final, resume=True)
+    try:
+        assert taken.torn == 3
+        assert taken.partial.read_bytes() == kept
+        assert output.torn_path(final).read_bytes() == same + torn + b"\n"
+        assert upstream().load_seen(str(taken.partial)) == {"a", "b"}
+    finally:
+        taken.release()
+
+
+def test_a_whole_last_row_without_its_newline_is_kept_and_ended(tmp_path: Path) -> None:
+    final = tmp_path / "out.jsonl"
+    rows = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}'
+    final.write_bytes(rows)
+    taken = output.take(final, resume=True)
+    try:
+        assert taken.torn == 0 and taken.partial.read_bytes() == rows + b"\n"
+        assert not output.torn_path(final).exists()
+    finally:
+        taken.release()
+
+
 def test_one_writer_per_output(tmp_path: Path) -> None:
     final = tmp_path / "out.jsonl"
     first = output.take(final, resume=False)

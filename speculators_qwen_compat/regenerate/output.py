@@ -12,8 +12,10 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
   or the earlier output before it is renamed to it) until it ends; a second run is refused with
   one line; the kernel drops the lock when a run is killed;
 - ``--resume`` appends to the earlier rows and never rewrites them: bytes after the last newline
-  (a row a killed run left half written) are counted, copied to ``NAME.torn.jsonl`` and cut from
-  the end of the file; the complete rows before are not touched;
+  (a row a killed run left half written), with the complete rows just before them of the same
+  conversation (one write), are counted, copied to ``NAME.torn.jsonl`` and cut from the end of
+  the file; rows of other conversations are not touched; a whole last row without its newline
+  gets the newline;
 - a run that adds no row leaves an earlier output as it was, under its own name, byte for byte;
 - an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
   before the run starts (its conversations are retried), so the errors file a run leaves lists
@@ -32,6 +34,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -258,8 +261,11 @@ def _busy(path: Path) -> CompatError:
 
 
 def _cut_torn_tail(output: Output) -> int:
-    """Copy the bytes after the partial file's last newline to ``torn_path`` and cut them off
-    the end (the rows before are not rewritten); 1 when there were such bytes."""
+    """Set aside what a killed run left half written at the end of the partial file: the bytes
+    after its last newline and the complete rows just before them of the same conversation
+    (they were one write: module docstring), copied to ``torn_path`` and cut off the end (rows
+    of other conversations are not touched). How many rows were set aside. A last row that is
+    whole but lacks its newline gets the newline instead."""
     path = output.partial
     size = path.stat().st_size
     if not size:
@@ -271,12 +277,50 @@ def _cut_torn_tail(output: Output) -> int:
         keep = _after_last_newline(file, size)
         file.seek(keep)
         tail = file.read()
+        if isinstance(_parsed(tail), dict):  # a whole row: only its newline is missing
+            with path.open("ab") as end:
+                end.write(b"\n")
+                end.flush()
+                os.fsync(end.fileno())
+            return 0
+        owner, rows = _torn_owner(tail), 1
+        while owner is not None and keep > 0:
+            start = _after_last_newline(file, keep - 1)
+            file.seek(start)
+            row = _parsed(file.read(keep - start))
+            if not isinstance(row, dict) or row.get("primary_id") != owner:
+                break
+            keep, rows = start, rows + 1
+        file.seek(keep)
+        aside_bytes = file.read()
     with torn_path(output.final).open("ab") as aside:
-        aside.write(tail + b"\n")
+        aside.write(aside_bytes + b"\n")
         aside.flush()
         os.fsync(aside.fileno())
     os.truncate(path, keep)
-    return 1
+    return rows
+
+
+_PRIMARY_ID = re.compile(rb'"primary_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_ROW_ID = re.compile(rb'^\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)_gen\d+"')
+
+
+def _torn_owner(tail: bytes) -> str | None:
+    """The conversation a torn row belongs to (its ``primary_id``, else its ``id`` without
+    upstream's ``_genN`` suffix), when the bytes that survived say it."""
+    for pattern in (_PRIMARY_ID, _ROW_ID):
+        match = pattern.search(tail)
+        if match:
+            with contextlib.suppress(ValueError):
+                return json.loads(b'"' + match.group(1) + b'"')
+    return None
+
+
+def _parsed(line: bytes) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def _after_last_newline(file: IO[bytes], size: int, block: int = 1 << 16) -> int:

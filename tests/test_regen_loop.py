@@ -465,3 +465,54 @@ def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
     report = json.loads((tmp_path / "out.report.json").read_text())
     assert report["exit_code"] == 1 and report["regenerated"] == 1 and report["rows_out"] == 1
     assert report["not_reached"] == 1  # the second: asked, but its rows are not in the file
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+
+    from speculators_qwen_compat.regenerate import run as regen_run
+
+    report = tmp_path / "out.report.json"
+    report.write_text('{"exit_code": 0, "regenerated": 99}\n')  # an earlier run's
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(regen_run, "write_report", full)
+    question = {"messages": [{"role": "user", "content": "q"}]}
+    code = through_upstreams_worker(FakeServer(reply("Ok.")), tmp_path, [question], monkeypatch)
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("speculators_qwen_compat: error: cannot write ")
+    assert "No space left on device" in err[0]
+    assert not report.exists()  # no report is better than the earlier run's
+    assert (tmp_path / "out.jsonl").exists()  # the rows themselves were published
+
+
+def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(tmp_path: Path) -> None:
+    from speculators_qwen_compat.regenerate import run as regen_run
+
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "a_gen0", "primary_id": "a"}\n'
+    final.write_bytes(earlier)
+    during: list[bool] = []
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: Any) -> None:  # fmt: skip
+        during.append(final.exists())
+        await asyncio.Event().wait()  # a long run
+
+    kwargs = {"endpoint": URL, "model": "m", "dataset_name": "none.jsonl",
+              "outfile": str(final), "resume": True, "max_tokens": 10, "limit": None}  # fmt: skip
+
+    async def interrupted() -> None:
+        # what asyncio.run does on Ctrl-C: the main task is cancelled
+        asyncio.get_running_loop().call_later(0.5, asyncio.current_task().cancel)
+        await regen_run.guarded_run(upstream_run, (), kwargs, upstream())
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(interrupted())
+    assert during == [False]  # taken: the run worked on the partial file
+    assert final.read_bytes() == earlier and not output.partial_path(final).exists()

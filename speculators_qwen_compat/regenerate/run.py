@@ -62,10 +62,28 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
         if output.report_failed:
             raise CompatError(f"{exc}; {output.report_failed}") from exc
         raise
+    except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C: an earlier output keeps its name
+        await _interrupted(output)
+        raise
     finally:
         output.release()
     if output.report_failed:
         raise CompatError(output.report_failed)
+
+
+async def _interrupted(output: files.Output) -> None:
+    """The run was interrupted: once nothing runs, an earlier output this run added nothing to
+    goes back under its own name (its rows stay in the partial file if it added any)."""
+    with contextlib.suppress(BaseException):
+        me = asyncio.current_task()
+        others = [task for task in asyncio.all_tasks() if task is not me]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=5)
+    with contextlib.suppress(OSError):
+        if not output.added():
+            files.restore(output)
 
 
 def set_report_aside(final: Path) -> None:

@@ -5,7 +5,9 @@ aside as OUT.errors.N.jsonl (docs/regenerate-responses.md "Resume and the lock")
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,63 @@ def test_the_report_says_where_the_rows_are_when_the_outfile_appeared(tmp_path: 
     written = json.loads(report.read_text())
     assert written["exit_code"] == 1 and written["output"] == str(run.partial)
     assert run.partial.read_bytes() == b'{"id": "new"}\n'
+
+
+@pytest.mark.parametrize("refusal", [errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP])
+def test_a_file_system_without_hard_links_resumes_and_publishes_by_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: int
+) -> None:
+    def no_links(source: object, target: object) -> None:
+        raise OSError(refusal, os.strerror(refusal))
+
+    monkeypatch.setattr(os, "link", no_links)
+    final = tmp_path / "out.jsonl"
+    final.write_bytes(b'{"id": "a"}\n')
+    run = files.take(final, resume=True)
+    assert not final.exists() and run.partial.read_bytes() == b'{"id": "a"}\n'
+    run.handle.write(b'{"id": "b"}\n')
+    run.handle.flush()
+    files.publish(run)
+    run.release()
+    assert final.read_bytes() == b'{"id": "a"}\n{"id": "b"}\n' and not run.partial.exists()
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"kept\n")
+    final.write_bytes(b"source\n")
+    assert not files.move(final, other)  # never over a file, without links too
+    assert other.read_bytes() == b"kept\n" and final.read_bytes() == b"source\n"
+
+
+@pytest.mark.parametrize("where", ["read-only", "not a folder"])
+def test_an_output_folder_that_cannot_be_written_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    where: str,
+) -> None:  # fmt: skip
+    import asyncio
+
+    if where == "read-only":
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        opener = os.open
+
+        def read_only(path: object, *args: object, **kwargs: object) -> int:
+            if str(path).startswith(str(folder)):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+            return opener(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", read_only)
+    else:
+        (tmp_path / "file").write_text("x")
+        folder = tmp_path / "file" / "sub"
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: object) -> None:  # fmt: skip
+        raise AssertionError("upstream must not run")
+
+    kwargs = {"endpoint": "http://x/v1/chat/completions", "model": "m",
+              "dataset_name": "d.jsonl", "outfile": str(folder / "out.jsonl"), "resume": False,
+              "max_tokens": 10, "limit": None}  # fmt: skip
+    with pytest.raises(SystemExit) as ended:
+        asyncio.run(regen_run.guarded_run(upstream_run, (), kwargs, object()))
+    assert ended.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("speculators_qwen_compat: error: cannot write ")

@@ -25,12 +25,15 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
   conversation cut between complete rows); a write that fails (a full disk) is cut back off
   the file, and the run stops at once, resumable (state.write_failed);
 - no name is ever renamed over: take, publish and restore move a file by a hard link (``move``),
-  so a file that appeared under the target name while the run went on is kept, and so are ours.
+  so a file that appeared under the target name while the run went on is kept, and so are ours;
+  on a file system without hard links, by a rename when the target name is free just before;
+- a folder or file that cannot be written is one line, never a traceback (run.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -216,8 +219,19 @@ def move(source: Path, target: Path) -> bool:
         os.link(source, target)
     except FileExistsError:
         return False
+    except OSError as exc:  # a file system without hard links: a rename, the target checked
+        if exc.errno not in NO_LINKS:
+            raise
+        if os.path.lexists(target):
+            return False
+        os.rename(source, target)
+        return True
     source.unlink()
     return True
+
+
+#: what ``os.link`` raises on a file system without hard links (FAT, some network mounts)
+NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK, errno.ENOSYS}
 
 
 #: how _lock opens a file: one that exists (gone: another run renamed it), or a new one
@@ -236,11 +250,24 @@ def _exists(path: Path, what: str) -> CompatError:
 def _lock(path: Path, flags: int) -> IO[bytes]:
     """``path`` opened for appending (``flags``: EXISTING or NEW) with an exclusive lock, or the
     one line saying another run holds it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CompatError(
+            f"cannot write {path}: its folder cannot be made ({exc.strerror or exc}); nothing "
+            "was done: give --outfile a folder that can be written"
+        ) from None
     try:
         handle = os.fdopen(os.open(path, flags, 0o666), "ab")
     except FileNotFoundError:  # it was there a moment ago: another run renamed it
         raise _busy(path) from None
+    except FileExistsError:
+        raise
+    except OSError as exc:  # a read-only folder or file system
+        raise CompatError(
+            f"cannot write {path}: {exc.strerror or exc}; nothing was done: give --outfile a "
+            "folder that can be written"
+        ) from None
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         # another run may have renamed the file between open and lock: the lock must be on
@@ -342,14 +369,11 @@ def publish(output: Output) -> None:
     file that appeared at ``--outfile`` (or its errors file) while the run went on (a hard link,
     not a rename, so an existing one is refused and both are kept; this run's errors then stay
     in ``output.errors``, the partial file's errors file)."""
-    try:
-        os.link(output.partial, output.final)
-    except FileExistsError:
+    if not move(output.partial, output.final):
         raise CompatError(
             f"{output.final} appeared while this run wrote {output.partial}; both are kept: "
             "compare them and keep one"
-        ) from None
-    output.partial.unlink()
+        )
     if output.errors.exists() and move(output.errors, errors_path(output.final)):
         output.errors = errors_path(output.final)
 

@@ -39,6 +39,12 @@ async def guarded_run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> N
     except CompatError as exc:
         print(f"{ERROR_PREFIX}{exc}", file=sys.stderr, flush=True)
         raise SystemExit(1) from exc
+    except OSError as exc:  # a file that cannot be read or written (read-only, full, gone)
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else "a file: "
+        print(f"{ERROR_PREFIX}cannot use {where}{exc.strerror or exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from exc
 
 
 async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:

@@ -15,10 +15,10 @@ regenerate/run.py, this module only attaches it):
   state.py): two options added to upstream's typer command, shown in its ``--help``;
 - a server fault, the consecutive-failure limit or more than ERROR_LIMIT bugs cancel every
   worker at once: one line saying what was done, where the rows are and how to resume, exit 1;
-- the rows go through regenerate/output.RowWriter, handed to upstream's ``_worker`` (0.9.0
-  :567, called by ``_run`` :789 with ``out_fh=`` the ``--outfile`` it opened :769) in place of
-  ``out_fh``: one conversation is one write; a full disk stops the run with one line, the
-  conversation whose rows were not written not counted;
+- the rows go through regenerate/output.RowWriter, handed to upstream's ``_worker`` (:567 in
+  0.8.1 and 0.9.0; ``_run`` calls it with ``out_fh=`` the ``--outfile`` it opened, 0.8.1
+  :795/:775, 0.9.0 :789/:769) in place of ``out_fh``: one conversation is one write; a full
+  disk stops the run with one line, the conversation whose rows were not written not counted;
 - every conversation counted once (regenerate/tally.py): the line ``regenerated N of M
   conversations (R rows); cut short ...; skipped ...; failed ...`` and ``NAME.report.json``,
   written last, agreeing with the exit code and the files.

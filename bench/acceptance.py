@@ -348,7 +348,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--cases", default="", help="comma list of case numbers (1-based) and/or 'onpolicy'"
     )
-    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only (--cases and --quick always do)"
+    )
     parser.add_argument(
         "--jobs", type=int, default=len(CASES) + 1, help="cases (and the arm) run side by side"
     )
@@ -378,7 +380,11 @@ def main(argv: list[str]) -> int:
     if arm:
         body += " " + acceptance_onpolicy.describe(size)
     print("\n" + body)
-    if not args.no_write:
+    # The block holds every case's table: a run of some cases (or --quick) prints only, so it
+    # never replaces the tables it did not measure.
+    if chosen or args.quick:
+        print("\nprinted only: the block is written by a full run (no --cases, no --quick)")
+    elif not args.no_write:
         doc_block.write(RESULTS, BLOCK, body, heading="## Acceptance (`make bench-acceptance`)")
         doc_block.write(DOC, BLOCK, body)
         print(f"\nwrote the acceptance section of {RESULTS} and {DOC}")

@@ -462,7 +462,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
     written = [json.loads(line) for line in partial.read_bytes().splitlines(keepends=True)
                if line.endswith(b"\n")]  # fmt: skip
     assert partial.read_bytes().endswith(b"\n") and {row["primary_id"] for row in written} == {"c0"}
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["exit_code"] == 1 and report["regenerated"] == 1 and report["rows_out"] == 1
     assert report["not_reached"] == 1  # the second: asked, but its rows are not in the file
 
@@ -474,7 +474,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survive
 
     from speculators_qwen_compat.regenerate import run as regen_run
 
-    report = tmp_path / "out.report.json"
+    report = tmp_path / "out.jsonl.report.json"
     report.write_text('{"exit_code": 0, "regenerated": 99}\n')  # an earlier run's
 
     def full(*args: Any, **kwargs: Any) -> None:

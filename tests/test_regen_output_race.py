@@ -122,7 +122,7 @@ def test_the_run_names_where_its_failures_are_when_the_errors_name_was_taken(
     regen_run._finish(run, tally)
     run.release()
     assert (tmp_path / "out.errors.jsonl").read_bytes() == b"someone else's\n"
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["errors_file"] == str(tmp_path / "out.partial.errors.jsonl")
     assert f"each failure is in {tmp_path / 'out.partial.errors.jsonl'}" in capsys.readouterr().out
 
@@ -159,7 +159,7 @@ def test_the_run_says_the_outfile_appeared_and_where_the_earlier_rows_are(
     assert final.read_bytes() == b"someone else's\n"
     assert (tmp_path / "out.partial.jsonl").read_bytes() == b'{"id": "b"}\n'
     assert f"the earlier rows are in {tmp_path / 'out.partial.jsonl'}" in str(refused.value)
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["exit_code"] == 1 and report["output"] == str(tmp_path / "out.partial.jsonl")
 
 
@@ -206,7 +206,7 @@ def test_a_fresh_run_never_appends_to_a_partial_file_that_appeared(
 
 def test_the_report_says_where_the_rows_are_when_the_outfile_appeared(tmp_path: Path) -> None:
     final = tmp_path / "out.jsonl"
-    report = tmp_path / "out.report.json"
+    report = tmp_path / "out.jsonl.report.json"
     report.write_text('{"exit_code": 0, "output": "out.jsonl"}\n')  # an earlier run's
     run = files.take(final, resume=False)
     run.handle.write(b'{"id": "new"}\n')
@@ -278,3 +278,17 @@ def test_an_output_folder_that_cannot_be_written_is_one_line(
     assert ended.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("speculators_qwen_compat: error: cannot write ")
+
+
+def test_outputs_differing_only_in_their_suffix_have_reports_of_their_own(tmp_path: Path) -> None:
+    """``out.jsonl`` and ``out.json`` in one folder: each run's report names its own output
+    (the report is named after the whole file name: ``out.jsonl.report.json``)."""
+    for name in ("out.jsonl", "out.json"):
+        run = files.take(tmp_path / name, resume=False)
+        run.handle.write(b'{"id": "new"}\n')
+        run.handle.flush()
+        regen_run._finish(run, RegenTally(conversations_in=1, regenerated=1, rows_out=1))
+        run.release()
+    for name in ("out.jsonl", "out.json"):
+        report = json.loads((tmp_path / f"{name}.report.json").read_text())
+        assert report["output"] == str(tmp_path / name)

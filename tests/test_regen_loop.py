@@ -386,10 +386,26 @@ class NoProgress:
     def update(self, n: int) -> None: ...
 
 
+class FullDisk:
+    """Upstream's errors file on a disk that is full: every flush fails with ENOSPC, as a text
+    file's does once its buffer reaches the disk."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
 def through_upstreams_worker(server: FakeServer, tmp_path: Path, rows: list[dict[str, Any]],
-                             monkeypatch: pytest.MonkeyPatch) -> Any:  # fmt: skip
+                             monkeypatch: pytest.MonkeyPatch, *, workers: int = 1,
+                             errors_full: bool = False) -> Any:  # fmt: skip
     """A run (regenerate/run.py) whose ``_run`` feeds ``rows`` to upstream's own ``_worker``
-    with the files opened as upstream's ``_run`` opens them (0.9.0 :769), asking ``server``."""
+    (``workers`` of them at once, as ``--concurrency``) with the files opened as upstream's
+    ``_run`` opens them (0.9.0 :769), asking ``server``; ``errors_full``: writing the errors
+    file fails too (the same full disk)."""
     module = upstream()
     monkeypatch.setattr(
         module, "_post_chat", lambda session, endpoint, payload, **kw: server(payload)
@@ -404,16 +420,18 @@ def through_upstreams_worker(server: FakeServer, tmp_path: Path, rows: list[dict
             plan, tools = plan_row(row, result_names=module._tool_result_names)
             await queue.put({"turns": plan, "tools": tools, "primary_id": f"c{index}",
                              "idx": index})  # fmt: skip
-        await queue.put(None)
+        for _ in range(workers):
+            await queue.put(None)
         errors = output.errors_path(Path(outfile))
         with Path(outfile).open("a", encoding="utf-8") as out_fh, errors.open("a") as err_fh:
             stats = dict.fromkeys(("ok", "errors", "truncated", "requests"), 0)
             stats.update(completion_tokens=0, total_request_s=0.0, start_time=0.0)
-            await module._worker(
+            await asyncio.gather(*(module._worker(
                 None, queue, model=model, max_tokens=max_tokens, endpoint=endpoint,
-                sampling_params={}, max_retries=0, out_fh=out_fh, err_fh=err_fh,
+                sampling_params={}, max_retries=0, out_fh=out_fh,
+                err_fh=FullDisk() if errors_full else err_fh,
                 progress=NoProgress(), stats=stats, detokenize=lambda ids: "",
-            )  # fmt: skip
+            ) for _ in range(workers)))  # fmt: skip
 
     from speculators_qwen_compat.regenerate import run as regen_run
 
@@ -431,33 +449,54 @@ def through_upstreams_worker(server: FakeServer, tmp_path: Path, rows: list[dict
     return asyncio.run(asyncio.wait_for(exit_code(), 20))
 
 
-def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The output's file system refuses the second conversation's rows part way (a real short
-    write then EFBIG, past RLIMIT_FSIZE, as a full disk does with ENOSPC): the run stops with
-    one line saying which file and how to go on, exit 1; the file holds the first conversation
-    whole and nothing of the second; the second is not counted regenerated."""
-    import resource
-    import signal
+class FileSizeLimit:
+    """Writes past ``limit`` bytes of one file fail (RLIMIT_FSIZE: a real short write, then
+    EFBIG), as a full disk's do with ENOSPC."""
 
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __enter__(self) -> FileSizeLimit:
+        import resource
+        import signal
+
+        self.soft, self.hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        self.handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.limit, self.hard))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import resource
+        import signal
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.soft, self.hard))
+        signal.signal(signal.SIGXFSZ, self.handler)
+
+
+@pytest.mark.parametrize("errors_full", [False, True], ids=["rows", "rows and errors file"])
+def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    errors_full: bool,
+) -> None:  # fmt: skip
+    """The output's file system refuses the second conversation's rows part way: the run stops
+    with one line saying which file and how to go on, exit 1, and a report; the file holds the
+    first conversation whole and nothing of the second; the second is not counted regenerated.
+    On a real full disk upstream's worker then fails to write the errors file too (its error
+    ends upstream's ``_run``): the line is still the full disk's, not that second error's."""
     limit = 64 * 1024
     server = FakeServer(reply("small", completion=3), reply("huge", completion=limit))
     question = {"messages": [{"role": "user", "content": "q"}]}
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        code = through_upstreams_worker(server, tmp_path, [question, question], monkeypatch)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
+    with FileSizeLimit(limit):
+        code = through_upstreams_worker(
+            server, tmp_path, [question, question], monkeypatch, errors_full=errors_full
+        )
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     partial = tmp_path / "out.partial.jsonl"
     assert len(err) == 1 and err[0].startswith(
         f"speculators_qwen_compat: error: cannot write {partial}: "
-    )
+    ), err
+    assert f"the rows written are in {partial}" in err[0]
     assert "rerun the same command with --resume" in err[0] and "once there is room" in err[0]
     written = [json.loads(line) for line in partial.read_bytes().splitlines(keepends=True)
                if line.endswith(b"\n")]  # fmt: skip
@@ -465,6 +504,7 @@ def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
     report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["exit_code"] == 1 and report["regenerated"] == 1 and report["rows_out"] == 1
     assert report["not_reached"] == 1  # the second: asked, but its rows are not in the file
+    assert report["output"] == str(partial)
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survives(

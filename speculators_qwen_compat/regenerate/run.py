@@ -124,6 +124,10 @@ async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Outpu
     finally:
         waiter.cancel()
         regen_state.close_run()
+    if state.write_fault:
+        # what upstream raised after it is that fault's (its worker writes the errors file on
+        # the same full disk): the run's line is the write fault's, with where the rows are
+        failure = None
     if failure is not None or state.stop is not None:
         tally.conversations_in = max(
             tally.conversations_in, _rows_in(arguments["dataset_name"], arguments["limit"])

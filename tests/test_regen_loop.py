@@ -386,6 +386,25 @@ class NoProgress:
     def update(self, n: int) -> None: ...
 
 
+class Together(FakeServer):
+    """Answers nothing until ``waiting`` requests are waiting, then each in the order they came:
+    two workers' replies arrive at the same moment."""
+
+    def __init__(self, *answers: Any, waiting: int = 2) -> None:
+        super().__init__(*answers)
+        self.waiting, self.gate = waiting, asyncio.Event()
+
+    async def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        answer = await super().__call__(payload)  # taken in the order the requests came
+        came = len(self.sent)
+        if came >= self.waiting:
+            self.gate.set()
+        await self.gate.wait()
+        for _ in range(came):  # the first to come is answered first (the last did not wait)
+            await asyncio.sleep(0)
+        return answer
+
+
 class FullDisk:
     """Upstream's errors file on a disk that is full: every flush fails with ENOSPC, as a text
     file's does once its buffer reaches the disk."""
@@ -505,6 +524,29 @@ def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
     assert report["exit_code"] == 1 and report["regenerated"] == 1 and report["rows_out"] == 1
     assert report["not_reached"] == 1  # the second: asked, but its rows are not in the file
     assert report["output"] == str(partial)
+
+
+def test_a_conversation_is_counted_only_once_its_rows_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two workers: c0's rows hit the full disk, and c1's reply arrives before the workers are
+    cancelled; upstream's worker writes c1's rows into a writer that has failed. Neither is in
+    the file, so neither is counted: the line, the report and the file agree."""
+    limit = 64 * 1024
+    server = Together(reply("huge", completion=limit), reply("small", completion=3))
+    question = {"messages": [{"role": "user", "content": "q"}]}
+    with FileSizeLimit(limit):
+        code = through_upstreams_worker(
+            server, tmp_path, [question, question], monkeypatch, workers=2
+        )
+    assert code == 1 and len(server.sent) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "regenerated 0 of 2 conversations (0 rows)" in err[0], err
+    assert "no row was written" in err[0] and "2 not reached" in err[0]
+    partial = tmp_path / "out.partial.jsonl"
+    assert not partial.exists() or partial.read_bytes() == b""
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
+    assert report["regenerated"] == 0 and report["rows_out"] == 0 and report["not_reached"] == 2
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survives(

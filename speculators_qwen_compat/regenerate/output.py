@@ -22,8 +22,9 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
   that run's failures and a run that stops before retrying them loses no record;
 - upstream's workers write the rows through ``RowWriter``: one conversation's rows are one
   ``os.write`` at upstream's ``flush()`` (a kill leaves at most one torn tail, never a
-  conversation cut between complete rows); a write that fails (a full disk) is cut back off
-  the file, and the run stops at once, resumable (state.write_failed);
+  conversation cut between complete rows), and a conversation is counted only once that write
+  succeeded; a write that fails (a full disk) is cut back off the file, and the run stops at
+  once, resumable (state.write_failed);
 - no name is ever renamed over: take, publish and restore move a file by a hard link (``move``),
   so a file that appeared under the target name while the run went on is kept, and so are ours;
   on a file system without hard links, by a rename when the target name is free just before;
@@ -39,6 +40,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -48,13 +50,21 @@ from speculators_qwen_compat.core.errors import CompatError
 class RowWriter:
     """The file object upstream's workers get for ``--outfile`` (fixes/regenerate/regen_run.py):
     ``write`` keeps one conversation's rows, ``flush`` writes them with one ``os.write`` to the
-    locked partial file. On an OSError the bytes written are cut back off, the run is told
-    (state.write_failed) and every later write fails the same way."""
+    locked partial file. A conversation is counted once its rows are written, never before
+    (``expect``: the count waits here until ``flush`` has written them), so a count always
+    agrees with the file. On an OSError the bytes written are cut back off, the run is told
+    (state.write_failed) and every later write fails the same way, uncounted."""
 
     def __init__(self, fd: int, path: Path) -> None:
         self.fd, self.path = fd, path
         self.rows: list[str] = []
         self.failed: OSError | None = None
+        #: (primary id, how to count it) of the conversation whose rows upstream writes next
+        self.pending: tuple[str, Callable[[], None]] | None = None
+
+    def expect(self, primary_id: str, count: Callable[[], None]) -> None:
+        """Count conversation ``primary_id`` once its rows are written (state.counted)."""
+        self.pending = (primary_id, count)
 
     def write(self, text: str) -> int:
         self.rows.append(text)
@@ -63,7 +73,7 @@ class RowWriter:
     def flush(self) -> None:
         data = "".join(self.rows).encode("utf-8")
         primary_id = _primary_id(self.rows)
-        self.rows = []
+        pending, self.rows, self.pending = self.pending, [], None
         if self.failed is not None:
             raise self.failed
         if not data:
@@ -79,8 +89,10 @@ class RowWriter:
             self.failed = exc
             from speculators_qwen_compat.regenerate import state
 
-            state.write_failed(self.path, exc, primary_id)
+            state.write_failed(self.path, exc)
             raise
+        if pending is not None and pending[0] == primary_id:
+            pending[1]()
 
 
 def _primary_id(rows: list[str]) -> str | None:

@@ -292,3 +292,19 @@ def test_outputs_differing_only_in_their_suffix_have_reports_of_their_own(tmp_pa
     for name in ("out.jsonl", "out.json"):
         report = json.loads((tmp_path / f"{name}.report.json").read_text())
         assert report["output"] == str(tmp_path / name)
+
+
+def test_earlier_reports_are_set_aside_numbered_never_replaced(tmp_path: Path) -> None:
+    """Each run sets the report before it aside as ``OUTFILE.report.N.json`` (the errors
+    files' way): a third run never replaces the first run's report."""
+    final = tmp_path / "out.jsonl"
+    report = tmp_path / "out.jsonl.report.json"
+    for run in (1, 2, 3):
+        regen_run.set_report_aside(final)
+        assert not report.exists()
+        report.write_text(f'{{"run": {run}}}\n')
+    kept = {p.name: p.read_text() for p in sorted(tmp_path.glob("out.jsonl.report.*.json"))}
+    assert kept == {
+        "out.jsonl.report.1.json": '{"run": 1}\n',
+        "out.jsonl.report.2.json": '{"run": 2}\n',
+    }

@@ -190,9 +190,9 @@ def take(final: Path, resume: bool) -> Output:
 
 def set_aside_errors(final: Path) -> list[Path]:
     """Earlier runs' errors files (``OUT.errors.jsonl``, ``OUT.partial.errors.jsonl``) moved to
-    the next free ``OUT.errors.N.jsonl`` (N above every one there, so the highest is the
-    latest), never over a file; one that holds nothing is removed. The errors file a run leaves
-    then lists the failures of that run alone. Called with the run's lock held."""
+    the next free ``OUT.errors.N.jsonl`` (``set_aside``); one that holds nothing is removed. The
+    errors file a run leaves then lists the failures of that run alone. Called with the run's
+    lock held."""
     kept = []
     for path in (errors_path(final), errors_path(partial_path(final))):
         try:
@@ -202,26 +202,30 @@ def set_aside_errors(final: Path) -> list[Path]:
         if not size:
             path.unlink(missing_ok=True)
             continue
-        number = 1 + max((_aside_number(final, p) for p in final.parent.iterdir()), default=0)
-        while not move(path, aside_path(final, number)):
-            number += 1
-        kept.append(aside_path(final, number))
+        kept.append(set_aside(path, f"{final.stem}.errors.", final.suffix or ".jsonl"))
     return kept
 
 
-def aside_path(final: Path, number: int) -> Path:
-    """Where an earlier run's errors are kept: ``out.jsonl`` -> ``out.errors.1.jsonl``, ..."""
-    return final.with_name(f"{final.stem}.errors.{number}{final.suffix or '.jsonl'}")
+def set_aside(path: Path, head: str, tail: str) -> Path:
+    """Move ``path`` to the next free ``HEAD N TAIL`` in its folder (N above every one there,
+    so the highest is the latest), never over a file: how an earlier run's errors files and
+    reports are kept (no run replaces what another wrote). Where it went."""
+    number = next_number(path.parent, head, tail)
+    while not move(path, path.with_name(f"{head}{number}{tail}")):
+        number += 1
+    return path.with_name(f"{head}{number}{tail}")
 
 
-def _aside_number(final: Path, path: Path) -> int:
-    head, tail = f"{final.stem}.errors.", final.suffix or ".jsonl"
-    name = path.name
-    if name.startswith(head) and name.endswith(tail):
-        number = name[len(head) : len(name) - len(tail)]
-        if number.isdigit():
-            return int(number)
-    return 0
+def next_number(folder: Path, head: str, tail: str) -> int:
+    """One above the highest N of the files ``HEAD N TAIL`` in ``folder`` (1 when none)."""
+    numbers = [0]
+    for path in folder.iterdir():
+        name = path.name
+        if name.startswith(head) and name.endswith(tail):
+            number = name[len(head) : len(name) - len(tail)]
+            if number.isdigit():
+                numbers.append(int(number))
+    return 1 + max(numbers)
 
 
 def move(source: Path, target: Path) -> bool:

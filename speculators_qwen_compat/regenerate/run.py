@@ -92,12 +92,14 @@ async def _interrupted(output: files.Output) -> None:
             files.restore(output)
 
 
-def set_report_aside(final: Path) -> None:
-    """An earlier run's report becomes ``NAME.report.previous.json``: a run that stops before
-    writing its own leaves no report that is not about it."""
+def set_report_aside(final: Path) -> Path | None:
+    """An earlier run's report moves to the next free ``OUTFILE.report.N.json`` (the errors
+    files' way, never over a file): a run that stops before writing its own leaves no report
+    that is not about it, and no run's report is ever lost. Where it went (None: none)."""
     report = report_path(final)
     with contextlib.suppress(FileNotFoundError):
-        os.replace(report, report.with_name(report.name[: -len(".json")] + ".previous.json"))
+        return files.set_aside(report, report.name[: -len(".json")] + ".", ".json")
+    return None
 
 
 async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Output) -> None:

@@ -332,16 +332,60 @@ def test_a_torn_row_takes_the_complete_rows_of_its_conversation_aside_with_it(
         taken.release()
 
 
-def test_a_whole_last_row_without_its_newline_is_kept_and_ended(tmp_path: Path) -> None:
+def test_a_whole_last_row_without_its_newline_is_torn_with_its_conversation(
+    tmp_path: Path,
+) -> None:
+    """Every write ends in a newline: a last row without one is a write cut right after a row's
+    closing brace (c's gen2 never written). It goes aside with the rows of its conversation
+    just before it, so c is regenerated whole, not kept half as done."""
     final = tmp_path / "out.jsonl"
-    rows = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}'
-    final.write_bytes(rows)
+    kept = b'{"id": "a_gen0", "primary_id": "a"}\n'
+    same = b'{"id": "c_gen0", "primary_id": "c"}\n'
+    last = b'{"id": "c_gen1", "primary_id": "c"}'
+    final.write_bytes(kept + same + last)
     taken = output.take(final, resume=True)
     try:
-        assert taken.torn == 0 and taken.partial.read_bytes() == rows + b"\n"
-        assert not output.torn_path(final).exists()
+        assert taken.torn == 2 and taken.partial.read_bytes() == kept
+        assert output.torn_path(final).read_bytes() == same + last + b"\n"
+        assert upstream().load_seen(str(taken.partial)) == {"a"}
     finally:
         taken.release()
+
+
+def test_a_torn_tail_too_short_to_name_its_conversation_takes_the_last_one_aside(
+    tmp_path: Path,
+) -> None:
+    """``{"id": "c_ge``: the bytes do not say whose row it is; it may be the same write as the
+    complete rows just before it, so their conversation goes aside with it (regenerated, not
+    kept half). Earlier conversations stay."""
+    final = tmp_path / "out.jsonl"
+    kept = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}\n'
+    last = b'{"id": "c_gen0", "primary_id": "c"}\n{"id": "c_gen1", "primary_id": "c"}\n'
+    torn = b'{"id": "c_ge'
+    final.write_bytes(kept + last + torn)
+    taken = output.take(final, resume=True)
+    try:
+        assert taken.torn == 3 and taken.partial.read_bytes() == kept
+        assert output.torn_path(final).read_bytes() == last + torn + b"\n"
+        assert upstream().load_seen(str(taken.partial)) == {"a", "b"}
+    finally:
+        taken.release()
+
+
+def test_an_earlier_torn_file_is_kept_as_it_is(tmp_path: Path) -> None:
+    """A second torn tail goes to a file of its own (``out.torn.1.jsonl``): the torn file an
+    earlier resume left is neither replaced nor appended to."""
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "z_gen0", "prim\n'
+    output.torn_path(final).write_bytes(earlier)
+    rows = b'{"id": "a_gen0", "primary_id": "a"}\n'
+    torn = b'{"id": "b_gen0", "prim'
+    final.write_bytes(rows + torn)
+    taken = output.take(final, resume=True)
+    taken.release()
+    assert taken.torn == 1 and taken.partial.read_bytes() == rows
+    assert output.torn_path(final).read_bytes() == earlier
+    assert (tmp_path / "out.torn.1.jsonl").read_bytes() == torn + b"\n"
 
 
 def test_one_writer_per_output(tmp_path: Path) -> None:

@@ -12,10 +12,11 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
   or the earlier output before it is renamed to it) until it ends; a second run is refused with
   one line; the kernel drops the lock when a run is killed;
 - ``--resume`` appends to the earlier rows and never rewrites them: bytes after the last newline
-  (a row a killed run left half written), with the complete rows just before them of the same
-  conversation (one write), are counted, copied to ``NAME.torn.jsonl`` and cut from the end of
-  the file; rows of other conversations are not touched; a whole last row without its newline
-  gets the newline;
+  (a row a killed run left half written; a whole row without its newline too: every write ends
+  in one), with the complete rows just before them of the same conversation (one write; when
+  the bytes do not name it, the conversation of those rows), are counted, copied to a new
+  ``NAME.torn.jsonl`` (``NAME.torn.N.jsonl`` when one is there) and cut from the end of the
+  file; rows of other conversations are not touched;
 - a run that adds no row leaves an earlier output as it was, under its own name, byte for byte;
 - an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
   before the run starts (its conversations are retried), so the errors file a run leaves lists
@@ -136,6 +137,8 @@ class Output:
     errors: Path = Path()
     #: the report could not be written (run.py says so in the run's line)
     report_failed: str = ""
+    #: where the torn tail of the earlier output was set aside (``keep_torn``)
+    torn_file: Path | None = None
 
     def __post_init__(self) -> None:
         if self.errors == Path():
@@ -304,48 +307,72 @@ def _busy(path: Path) -> CompatError:
 
 
 def _cut_torn_tail(output: Output) -> int:
-    """Set aside what a killed run left half written at the end of the partial file: the bytes
-    after its last newline and the complete rows just before them of the same conversation
-    (they were one write: module docstring), copied to ``torn_path`` and cut off the end (rows
-    of other conversations are not touched). How many rows were set aside. A last row that is
-    whole but lacks its newline gets the newline instead."""
+    """Set aside what a killed run left half written at the end of the partial file: the last
+    line when it lacks its newline (every write ends in one: a line without it was cut, even
+    when it parses as a whole row) and the complete rows just before it of the same
+    conversation (they were one write: module docstring); when the cut bytes do not say whose
+    they are, the conversation of the complete rows just before them. Copied to a torn file of
+    its own (``keep_torn``), then cut off the end; rows of other conversations are not
+    touched. How many rows were set aside."""
     path = output.partial
     size = path.stat().st_size
     if not size:
         return 0
     with path.open("rb") as file:
-        file.seek(max(0, size - 1))
+        file.seek(size - 1)
         if file.read(1) == b"\n":
             return 0
         keep = _after_last_newline(file, size)
         file.seek(keep)
         tail = file.read()
-        if isinstance(_parsed(tail), dict):  # a whole row: only its newline is missing
-            with path.open("ab") as end:
-                end.write(b"\n")
-                end.flush()
-                os.fsync(end.fileno())
-            return 0
-        owner, rows = _torn_owner(tail), 1
+        whole = _parsed(tail)
+        owner = _row_owner(whole) if isinstance(whole, dict) else _torn_owner(tail)
+        rows = 1
+        if owner is None and keep > 0:  # whose it is unknown: the rows before may be its write
+            start = _after_last_newline(file, keep - 1)
+            file.seek(start)
+            before = _parsed(file.read(keep - start))
+            owner = _row_owner(before) if isinstance(before, dict) else None
         while owner is not None and keep > 0:
             start = _after_last_newline(file, keep - 1)
             file.seek(start)
             row = _parsed(file.read(keep - start))
-            if not isinstance(row, dict) or row.get("primary_id") != owner:
+            if not isinstance(row, dict) or _row_owner(row) != owner:
                 break
             keep, rows = start, rows + 1
         file.seek(keep)
         aside_bytes = file.read()
-    with torn_path(output.final).open("ab") as aside:
-        aside.write(aside_bytes + b"\n")
-        aside.flush()
-        os.fsync(aside.fileno())
+    output.torn_file = keep_torn(output.final, aside_bytes + b"\n")
     os.truncate(path, keep)
     return rows
 
 
+def keep_torn(final: Path, data: bytes) -> Path:
+    """Write ``data`` to a new torn file: ``out.torn.jsonl``, or when one is there (an earlier
+    resume's) the next ``out.torn.N.jsonl``; never into a file that exists. A write that fails
+    (a full disk) leaves no file of ours behind. Where it went."""
+    head, tail = f"{final.stem}.torn.", final.suffix or ".jsonl"
+    path = torn_path(final)
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            path = final.with_name(f"{head}{next_number(final.parent, head, tail)}{tail}")
+            continue
+        try:
+            with os.fdopen(fd, "wb") as aside:
+                aside.write(data)
+                aside.flush()
+                os.fsync(aside.fileno())
+        except BaseException:
+            path.unlink(missing_ok=True)  # this run's, incomplete
+            raise
+        return path
+
+
 _PRIMARY_ID = re.compile(rb'"primary_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _ROW_ID = re.compile(rb'^\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)_gen\d+"')
+_GEN = re.compile(r"_gen\d+$")
 
 
 def _torn_owner(tail: bytes) -> str | None:
@@ -356,6 +383,16 @@ def _torn_owner(tail: bytes) -> str | None:
         if match:
             with contextlib.suppress(ValueError):
                 return json.loads(b'"' + match.group(1) + b'"')
+    return None
+
+
+def _row_owner(row: dict) -> str | None:
+    """The conversation of a whole row: its ``primary_id``, else its ``id`` without ``_genN``
+    (as upstream's ``load_seen`` keys it)."""
+    for key in ("primary_id", "id"):
+        value = row.get(key)
+        if isinstance(value, str) and value:
+            return value if key == "primary_id" else _GEN.sub("", value)
     return None
 
 

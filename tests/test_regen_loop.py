@@ -388,6 +388,34 @@ def test_an_earlier_torn_file_is_kept_as_it_is(tmp_path: Path) -> None:
     assert (tmp_path / "out.torn.1.jsonl").read_bytes() == torn + b"\n"
 
 
+def test_earlier_rows_resume_cannot_read_are_put_back_under_their_own_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Upstream's ``load_seen`` cannot read the earlier output (a line that is not UTF-8): the
+    run is one line and the earlier output is back under its own name, byte for byte."""
+    from speculators_qwen_compat.regenerate import run as regen_run
+
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "text": "\xff"}\n'
+    final.write_bytes(earlier)
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: Any) -> None:  # fmt: skip
+        raise AssertionError("upstream must not run")
+
+    kwargs = {"endpoint": URL, "model": "m", "dataset_name": "d.jsonl", "outfile": str(final),
+              "resume": True, "max_tokens": 10, "limit": None}  # fmt: skip
+    with pytest.raises(SystemExit) as ended:
+        asyncio.run(regen_run.guarded_run(upstream_run, (), kwargs, upstream()))
+    assert ended.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"speculators_qwen_compat: error: cannot read the earlier rows in {final}"
+    ), err
+    assert "UnicodeDecodeError" in err[0] and f"{final} is back under its own name" in err[0]
+    assert final.read_bytes() == earlier and not output.partial_path(final).exists()
+
+
 def test_one_writer_per_output(tmp_path: Path) -> None:
     final = tmp_path / "out.jsonl"
     first = output.take(final, resume=False)

@@ -308,3 +308,43 @@ def test_earlier_reports_are_set_aside_numbered_never_replaced(tmp_path: Path) -
         "out.jsonl.report.1.json": '{"run": 1}\n',
         "out.jsonl.report.2.json": '{"run": 2}\n',
     }
+
+
+def _resumed(final: Path, module: object) -> int:
+    """A --resume run on ``final`` through regenerate/run.py whose upstream must not be reached
+    (setting up the resume fails first); its exit code."""
+    import asyncio
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: object) -> None:  # fmt: skip
+        raise AssertionError("upstream must not run")
+
+    kwargs = {"endpoint": "http://x/v1/chat/completions", "model": "m",
+              "dataset_name": "d.jsonl", "outfile": str(final), "resume": True,
+              "max_tokens": 10, "limit": None}  # fmt: skip
+    with pytest.raises(SystemExit) as ended:
+        asyncio.run(regen_run.guarded_run(upstream_run, (), kwargs, module))
+    return int(ended.value.code or 0)
+
+
+def test_a_torn_tail_that_cannot_be_set_aside_puts_the_earlier_output_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk is full when --resume copies a torn tail aside: the earlier output goes back
+    under its own name, byte for byte, no half torn file is left, and the run is one line."""
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "prim'
+    final.write_bytes(earlier)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert _resumed(final, object()) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"speculators_qwen_compat: error: cannot set aside the torn last line of {final}"
+    ), err
+    assert os.strerror(errno.ENOSPC) in err[0] and f"{final} is back under its own name" in err[0]
+    assert final.read_bytes() == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]

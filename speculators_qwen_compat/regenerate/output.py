@@ -139,6 +139,8 @@ class Output:
     report_failed: str = ""
     #: where the torn tail of the earlier output was set aside (``keep_torn``)
     torn_file: Path | None = None
+    #: this run created the partial file (no earlier output): ``put_back`` may remove it empty
+    created: bool = False
 
     def __post_init__(self) -> None:
         if self.errors == Path():
@@ -154,7 +156,30 @@ class Output:
 
 
 def take(final: Path, resume: bool) -> Output:
-    """Lock the run's output and make the partial file ready (module docstring)."""
+    """Lock the run's output and make the partial file ready (module docstring). A step after
+    the lock that fails (the torn tail cannot be set aside: a full disk) puts the earlier
+    output back under its own name and is one line (``not_started``)."""
+    output = _locked(final, resume)
+    try:
+        output.torn = _cut_torn_tail(output) if resume else 0
+    except OSError as exc:
+        earlier = output.final if output.from_final else output.partial
+        raise not_started(
+            output, f"cannot set aside the torn last line of {earlier}: {why(exc)}"
+        ) from exc
+    try:
+        output.earlier = output.partial.stat().st_size
+        set_aside_errors(final)  # their conversations are retried; their records are kept
+    except OSError as exc:
+        raise not_started(
+            output, f"cannot set aside the earlier errors of {final}: {why(exc)}"
+        ) from exc
+    return output
+
+
+def _locked(final: Path, resume: bool) -> Output:
+    """The run's output, locked: a new partial file, or (``--resume``) the earlier one, the
+    earlier ``--outfile`` renamed to it."""
     partial = partial_path(final)
     if not resume:
         for path, what in ((partial, "the rows of an interrupted run"),
@@ -166,8 +191,7 @@ def take(final: Path, resume: bool) -> Output:
             handle = _lock(partial, NEW)  # never appends to a file that appeared meanwhile
         except FileExistsError:
             raise _exists(partial, "the rows of an interrupted run") from None
-        set_aside_errors(final)
-        return Output(final, partial, handle)
+        return Output(final, partial, handle, created=True)
     had_final, had_partial = final.exists(), partial.exists()
     if had_final and had_partial:
         _lock(partial, EXISTING).close()
@@ -184,11 +208,52 @@ def take(final: Path, resume: bool) -> Output:
             f"{partial} appeared while this run took {final}: another regenerate-responses run "
             "is starting on this output; wait for it to end, or give this run another --outfile"
         )
-    output = Output(final, partial, handle, from_final=from_final)
-    output.torn = _cut_torn_tail(output)
-    output.earlier = partial.stat().st_size
-    set_aside_errors(final)  # their conversations are retried; their records are kept
-    return output
+    created = not (had_final or had_partial)
+    return Output(final, partial, handle, from_final=from_final, created=created)
+
+
+def not_started(output: Output, what: str) -> CompatError:
+    """Setting up the run failed before upstream ran (``what``: the step and why): the earlier
+    output goes back under its own name (``put_back``), the lock is let go, and the one line
+    says where the rows are (the error to raise)."""
+    where = put_back(output)
+    output.release()
+    if where is None:
+        rows = "no row was written"
+    elif where == output.final or not output.from_final:
+        rows = f"{where} is back under its own name"
+    else:
+        rows = f"the earlier rows are in {where} ({_appeared_meanwhile(output)})"
+    if output.torn_file is not None:
+        rows += f"; its torn last line ({output.torn} rows) is in {output.torn_file}"
+    return CompatError(f"{what}; nothing was regenerated; {rows}; fix it and rerun the same command")
+
+
+def put_back(output: Output) -> Path | None:
+    """Undo ``take`` when the run could not start: an earlier ``--outfile`` renamed to the
+    partial file gets its name back (never over a file that appeared there meanwhile); a
+    partial file this run created, still empty, is removed (it is this run's). Where the
+    earlier rows are (None: there are none)."""
+    if output.from_final and move(output.partial, output.final):
+        return output.final
+    if output.created:
+        with contextlib.suppress(OSError):
+            if not output.partial.stat().st_size:
+                output.partial.unlink()
+                return None
+    return output.partial if output.partial.exists() else None
+
+
+def _appeared_meanwhile(output: Output) -> str:
+    return f"{output.final} appeared meanwhile: kept as it is"
+
+
+def why(exc: BaseException) -> str:
+    """An error in a few words for a one-line message: the OS's reason (and the file it names)
+    for an OSError, else its type and text."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
 def set_aside_errors(final: Path) -> list[Path]:

@@ -62,8 +62,8 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
     final = Path(arguments["outfile"] or _default_outfile(module, arguments))
     output = files.take(final, bool(arguments["resume"]))
     try:
-        set_report_aside(final)
-        await _locked_run(wrapped, bound, module, output)
+        seen = _set_up(output, module, bool(arguments["resume"]))
+        await _locked_run(wrapped, bound, module, output, seen)
     except CompatError as exc:
         if output.report_failed:
             raise CompatError(f"{exc}; {output.report_failed}") from exc
@@ -102,7 +102,28 @@ def set_report_aside(final: Path) -> Path | None:
     return None
 
 
-async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Output) -> None:
+def _set_up(output: files.Output, module: Any, resume: bool) -> set[str]:
+    """The last steps before upstream runs: the earlier report set aside, and (``--resume``)
+    the conversations already in the earlier rows, read by upstream's ``load_seen``. One that
+    fails puts the earlier output back under its own name and is one line."""
+    try:
+        set_report_aside(output.final)
+    except OSError as exc:
+        what = f"cannot set aside the earlier report {report_path(output.final)}"
+        raise files.not_started(output, f"{what}: {files.why(exc)}") from exc
+    if not resume:
+        return set()
+    earlier = output.final if output.from_final else output.partial
+    try:
+        return set(module.load_seen(str(output.partial)))
+    except Exception as exc:  # not UTF-8, a line that is JSON but not a row: upstream's errors
+        what = f"cannot read the earlier rows in {earlier} to resume them"
+        raise files.not_started(output, f"{what} ({files.why(exc)})") from exc
+
+
+async def _locked_run(
+    wrapped: Any, bound: Any, module: Any, output: files.Output, seen: set[str]
+) -> None:
     arguments = bound.arguments
     endpoint = arguments["endpoint"]
     arguments["outfile"] = str(output.partial)
@@ -112,8 +133,7 @@ async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Outpu
     state.endpoint = endpoint
     tally = state.tally
     tally.torn_rows = output.torn
-    if arguments["resume"]:
-        state.seen = module.load_seen(str(output.partial))
+    state.seen = seen
     task = asyncio.ensure_future(call(wrapped, bound))
     waiter = asyncio.ensure_future(state.wake.wait())
     failure: BaseException | None = None

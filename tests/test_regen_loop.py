@@ -12,6 +12,7 @@ was sent and the bytes on disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -645,9 +646,33 @@ def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survive
     assert (tmp_path / "out.jsonl").exists()  # the rows themselves were published
 
 
-def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(tmp_path: Path) -> None:
+def interrupt(final: Path, upstream_run: Any, *, resume: bool = True,
+              again: float | None = None) -> float:  # fmt: skip
+    """A run of ``upstream_run`` interrupted as asyncio.run does on Ctrl-C (its main task
+    cancelled) after 0.5 s, and ``again`` s later a second time; how long it took to end."""
+    import time
+
     from speculators_qwen_compat.regenerate import run as regen_run
 
+    kwargs = {"endpoint": URL, "model": "m", "dataset_name": "none.jsonl",
+              "outfile": str(final), "resume": resume, "max_tokens": 10, "limit": None}  # fmt: skip
+
+    async def interrupted() -> None:
+        main = asyncio.current_task()
+        asyncio.get_running_loop().call_later(0.5, main.cancel)
+        if again is not None:
+            asyncio.get_running_loop().call_later(0.5 + again, main.cancel)
+        await regen_run.guarded_run(upstream_run, (), kwargs, upstream())
+
+    start = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(interrupted())
+    return time.monotonic() - start
+
+
+def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     final = tmp_path / "out.jsonl"
     earlier = b'{"id": "a_gen0", "primary_id": "a"}\n'
     final.write_bytes(earlier)
@@ -658,15 +683,39 @@ def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(tmp_pat
         during.append(final.exists())
         await asyncio.Event().wait()  # a long run
 
-    kwargs = {"endpoint": URL, "model": "m", "dataset_name": "none.jsonl",
-              "outfile": str(final), "resume": True, "max_tokens": 10, "limit": None}  # fmt: skip
-
-    async def interrupted() -> None:
-        # what asyncio.run does on Ctrl-C: the main task is cancelled
-        asyncio.get_running_loop().call_later(0.5, asyncio.current_task().cancel)
-        await regen_run.guarded_run(upstream_run, (), kwargs, upstream())
-
-    with pytest.raises(asyncio.CancelledError):
-        asyncio.run(interrupted())
+    interrupt(final, upstream_run)
     assert during == [False]  # taken: the run worked on the partial file
     assert final.read_bytes() == earlier and not output.partial_path(final).exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"speculators_qwen_compat: error: interrupted (Ctrl-C); nothing was added, {final} is "
+        "as it was; rerun the same command with --resume to go on"
+    ]
+
+
+def test_ctrl_c_says_where_the_rows_are_and_a_second_one_ends_the_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Upstream's run wrote a row, then does not end when cancelled (a worker that keeps
+    going): the run waits for it, but a second Ctrl-C ends that wait at once; the rows stay in
+    the partial file and the one line says so and how to go on."""
+    final = tmp_path / "out.jsonl"
+    row = b'{"id": "a_gen0", "primary_id": "a"}\n'
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: Any) -> None:  # fmt: skip
+        with Path(outfile).open("ab") as out:
+            out.write(row)
+        with contextlib.suppress(asyncio.CancelledError):  # deaf to the run's cancel
+            await asyncio.sleep(60)
+        await asyncio.sleep(60)  # until asyncio.run cancels what is left, once the run ended
+
+    took = interrupt(final, upstream_run, resume=False, again=0.3)
+    assert took < 3  # not the 5 s the run would wait for its workers
+    partial = output.partial_path(final)
+    assert partial.read_bytes() == row and not final.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"speculators_qwen_compat: error: interrupted (Ctrl-C); the rows are in {partial} "
+        f"(partial); rerun the same command with --resume to finish into {final}"
+    ]

@@ -78,18 +78,45 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
 
 
 async def _interrupted(output: files.Output) -> None:
-    """The run was interrupted: once nothing runs, an earlier output this run added nothing to
-    goes back under its own name (its rows stay in the partial file if it added any)."""
-    with contextlib.suppress(BaseException):
+    """The run was interrupted (Ctrl-C; upstream then exits 130): once nothing runs (at most
+    INTERRUPT_WAIT s), an earlier output this run added nothing to goes back under its own name
+    (its rows stay in the partial file if it added any), and one line says where the rows are
+    and that --resume goes on. A second Ctrl-C ends the wait, not the putting back: it is
+    never swallowed."""
+    try:
         me = asyncio.current_task()
         others = [task for task in asyncio.all_tasks() if task is not me]
         for task in others:
             task.cancel()
         if others:
-            await asyncio.wait(others, timeout=5)
-    with contextlib.suppress(OSError):
-        if not output.added():
-            files.restore(output)
+            await asyncio.wait(others, timeout=INTERRUPT_WAIT)
+    finally:
+        where: Path | None = output.partial
+        with contextlib.suppress(OSError):
+            where = output.partial if output.added() else files.restore(output)
+        print(f"{ERROR_PREFIX}interrupted (Ctrl-C); {_where_now(output, where)}",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+
+#: seconds an interrupted run waits for upstream's workers to end before it puts files back
+INTERRUPT_WAIT = 5.0
+
+
+def _where_now(output: files.Output, where: Path | None) -> str:
+    """Where an interrupted run left the rows, and how to go on."""
+    if where is None:
+        return "no row was written; rerun the same command"
+    if output.appeared:
+        return _appeared(output)
+    if where == output.final:
+        return (
+            f"nothing was added, {where} is as it was; rerun the same command with --resume "
+            "to go on"
+        )
+    return (
+        f"the rows are in {where} (partial); rerun the same command with --resume to finish "
+        f"into {output.final}"
+    )
 
 
 def set_report_aside(final: Path) -> Path | None:

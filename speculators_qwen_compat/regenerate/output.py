@@ -16,7 +16,7 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
   in one), with the complete rows just before them of the same conversation (one write; when
   the bytes do not name it, the conversation of those rows), are counted, copied to a new
   ``NAME.torn.jsonl`` (``NAME.torn.N.jsonl`` when one is there) and cut from the end of the
-  file; rows of other conversations are not touched;
+  file (torn.py says which bytes); rows of other conversations are not touched;
 - a run that adds no row leaves an earlier output as it was, under its own name, byte for byte;
 - an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
   before the run starts (its conversations are retried), so the errors file a run leaves lists
@@ -39,13 +39,13 @@ import errno
 import fcntl
 import json
 import os
-import re
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.regenerate import torn
 
 
 class RowWriter:
@@ -226,7 +226,9 @@ def not_started(output: Output, what: str) -> CompatError:
         rows = f"the earlier rows are in {where} ({_appeared_meanwhile(output)})"
     if output.torn_file is not None:
         rows += f"; its torn last line ({output.torn} rows) is in {output.torn_file}"
-    return CompatError(f"{what}; nothing was regenerated; {rows}; fix it and rerun the same command")
+    return CompatError(
+        f"{what}; nothing was regenerated; {rows}; fix it and rerun the same command"
+    )
 
 
 def put_back(output: Output) -> Path | None:
@@ -372,39 +374,15 @@ def _busy(path: Path) -> CompatError:
 
 
 def _cut_torn_tail(output: Output) -> int:
-    """Set aside what a killed run left half written at the end of the partial file: the last
-    line when it lacks its newline (every write ends in one: a line without it was cut, even
-    when it parses as a whole row) and the complete rows just before it of the same
-    conversation (they were one write: module docstring); when the cut bytes do not say whose
-    they are, the conversation of the complete rows just before them. Copied to a torn file of
+    """Set aside what a killed run left half written at the end of the partial file
+    (torn.torn_start: the cut last line and the rows of its write): copied to a torn file of
     its own (``keep_torn``), then cut off the end; rows of other conversations are not
     touched. How many rows were set aside."""
     path = output.partial
-    size = path.stat().st_size
-    if not size:
-        return 0
     with path.open("rb") as file:
-        file.seek(size - 1)
-        if file.read(1) == b"\n":
+        keep, rows = torn.torn_start(file, path.stat().st_size)
+        if not rows:
             return 0
-        keep = _after_last_newline(file, size)
-        file.seek(keep)
-        tail = file.read()
-        whole = _parsed(tail)
-        owner = _row_owner(whole) if isinstance(whole, dict) else _torn_owner(tail)
-        rows = 1
-        if owner is None and keep > 0:  # whose it is unknown: the rows before may be its write
-            start = _after_last_newline(file, keep - 1)
-            file.seek(start)
-            before = _parsed(file.read(keep - start))
-            owner = _row_owner(before) if isinstance(before, dict) else None
-        while owner is not None and keep > 0:
-            start = _after_last_newline(file, keep - 1)
-            file.seek(start)
-            row = _parsed(file.read(keep - start))
-            if not isinstance(row, dict) or _row_owner(row) != owner:
-                break
-            keep, rows = start, rows + 1
         file.seek(keep)
         aside_bytes = file.read()
     output.torn_file = keep_torn(output.final, aside_bytes + b"\n")
@@ -433,53 +411,6 @@ def keep_torn(final: Path, data: bytes) -> Path:
             path.unlink(missing_ok=True)  # this run's, incomplete
             raise
         return path
-
-
-_PRIMARY_ID = re.compile(rb'"primary_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
-_ROW_ID = re.compile(rb'^\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)_gen\d+"')
-_GEN = re.compile(r"_gen\d+$")
-
-
-def _torn_owner(tail: bytes) -> str | None:
-    """The conversation a torn row belongs to (its ``primary_id``, else its ``id`` without
-    upstream's ``_genN`` suffix), when the bytes that survived say it."""
-    for pattern in (_PRIMARY_ID, _ROW_ID):
-        match = pattern.search(tail)
-        if match:
-            with contextlib.suppress(ValueError):
-                return json.loads(b'"' + match.group(1) + b'"')
-    return None
-
-
-def _row_owner(row: dict) -> str | None:
-    """The conversation of a whole row: its ``primary_id``, else its ``id`` without ``_genN``
-    (as upstream's ``load_seen`` keys it)."""
-    for key in ("primary_id", "id"):
-        value = row.get(key)
-        if isinstance(value, str) and value:
-            return value if key == "primary_id" else _GEN.sub("", value)
-    return None
-
-
-def _parsed(line: bytes) -> object:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
-
-
-def _after_last_newline(file: IO[bytes], size: int, block: int = 1 << 16) -> int:
-    """Offset just after the last ``\\n`` of a file of ``size`` bytes (0 when it has none)."""
-    end = size
-    while end > 0:
-        start = max(0, end - block)
-        file.seek(start)
-        chunk = file.read(end - start)
-        index = chunk.rfind(b"\n")
-        if index >= 0:
-            return start + index + 1
-        end = start
-    return 0
 
 
 def publish(output: Output) -> None:

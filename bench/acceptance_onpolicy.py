@@ -66,7 +66,7 @@ def regenerate(verifier: Path, conversations: Path, out: Path, arm: Path, size: 
     """``regenerate-responses`` against vLLM serving the verifier; its summary line."""
     errors = out.with_name(f"{out.stem}.errors{out.suffix}")
     for stale in (out, errors, out.with_name(f"{out.stem}.partial{out.suffix}"),
-                  out.with_name(f"{out.stem}.report.json")):  # fmt: skip
+                  out.with_name(f"{out.name}.report.json")):  # fmt: skip
         stale.unlink(missing_ok=True)  # a fresh run each time (ours refuses an existing one)
     with vllm_server.serve_generation(verifier, max_model_len=512) as server:
         command = [

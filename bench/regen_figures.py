@@ -74,7 +74,7 @@ def outcome(work: Path, out: str) -> dict[str, str]:
         for line in errors_file.read_text().splitlines():
             entry = json.loads(line)
             errors[entry["id"]] = _plain(entry["metadata"]["error"])[:110]
-    report_file = path.with_name(f"{path.stem}.report.json")
+    report_file = path.with_name(f"{path.name}.report.json")
     report = json.loads(report_file.read_text()) if report_file.exists() else {}
     counted = {}
     for key in ("cut_short", "skipped", "failed"):

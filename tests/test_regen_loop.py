@@ -12,6 +12,7 @@ was sent and the bytes on disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -332,16 +333,88 @@ def test_a_torn_row_takes_the_complete_rows_of_its_conversation_aside_with_it(
         taken.release()
 
 
-def test_a_whole_last_row_without_its_newline_is_kept_and_ended(tmp_path: Path) -> None:
+def test_a_whole_last_row_without_its_newline_is_torn_with_its_conversation(
+    tmp_path: Path,
+) -> None:
+    """Every write ends in a newline: a last row without one is a write cut right after a row's
+    closing brace (c's gen2 never written). It goes aside with the rows of its conversation
+    just before it, so c is regenerated whole, not kept half as done."""
     final = tmp_path / "out.jsonl"
-    rows = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}'
-    final.write_bytes(rows)
+    kept = b'{"id": "a_gen0", "primary_id": "a"}\n'
+    same = b'{"id": "c_gen0", "primary_id": "c"}\n'
+    last = b'{"id": "c_gen1", "primary_id": "c"}'
+    final.write_bytes(kept + same + last)
     taken = output.take(final, resume=True)
     try:
-        assert taken.torn == 0 and taken.partial.read_bytes() == rows + b"\n"
-        assert not output.torn_path(final).exists()
+        assert taken.torn == 2 and taken.partial.read_bytes() == kept
+        assert output.torn_path(final).read_bytes() == same + last + b"\n"
+        assert upstream().load_seen(str(taken.partial)) == {"a"}
     finally:
         taken.release()
+
+
+def test_a_torn_tail_too_short_to_name_its_conversation_takes_the_last_one_aside(
+    tmp_path: Path,
+) -> None:
+    """``{"id": "c_ge``: the bytes do not say whose row it is; it may be the same write as the
+    complete rows just before it, so their conversation goes aside with it (regenerated, not
+    kept half). Earlier conversations stay."""
+    final = tmp_path / "out.jsonl"
+    kept = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}\n'
+    last = b'{"id": "c_gen0", "primary_id": "c"}\n{"id": "c_gen1", "primary_id": "c"}\n'
+    torn = b'{"id": "c_ge'
+    final.write_bytes(kept + last + torn)
+    taken = output.take(final, resume=True)
+    try:
+        assert taken.torn == 3 and taken.partial.read_bytes() == kept
+        assert output.torn_path(final).read_bytes() == last + torn + b"\n"
+        assert upstream().load_seen(str(taken.partial)) == {"a", "b"}
+    finally:
+        taken.release()
+
+
+def test_an_earlier_torn_file_is_kept_as_it_is(tmp_path: Path) -> None:
+    """A second torn tail goes to a file of its own (``out.torn.1.jsonl``): the torn file an
+    earlier resume left is neither replaced nor appended to."""
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "z_gen0", "prim\n'
+    output.torn_path(final).write_bytes(earlier)
+    rows = b'{"id": "a_gen0", "primary_id": "a"}\n'
+    torn = b'{"id": "b_gen0", "prim'
+    final.write_bytes(rows + torn)
+    taken = output.take(final, resume=True)
+    taken.release()
+    assert taken.torn == 1 and taken.partial.read_bytes() == rows
+    assert output.torn_path(final).read_bytes() == earlier
+    assert (tmp_path / "out.torn.1.jsonl").read_bytes() == torn + b"\n"
+
+
+def test_earlier_rows_resume_cannot_read_are_put_back_under_their_own_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Upstream's ``load_seen`` cannot read the earlier output (a line that is not UTF-8): the
+    run is one line and the earlier output is back under its own name, byte for byte."""
+    from speculators_qwen_compat.regenerate import run as regen_run
+
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "text": "\xff"}\n'
+    final.write_bytes(earlier)
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: Any) -> None:  # fmt: skip
+        raise AssertionError("upstream must not run")
+
+    kwargs = {"endpoint": URL, "model": "m", "dataset_name": "d.jsonl", "outfile": str(final),
+              "resume": True, "max_tokens": 10, "limit": None}  # fmt: skip
+    with pytest.raises(SystemExit) as ended:
+        asyncio.run(regen_run.guarded_run(upstream_run, (), kwargs, upstream()))
+    assert ended.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"speculators_qwen_compat: error: cannot read the earlier rows in {final}"
+    ), err
+    assert "UnicodeDecodeError" in err[0] and f"{final} is back under its own name" in err[0]
+    assert final.read_bytes() == earlier and not output.partial_path(final).exists()
 
 
 def test_one_writer_per_output(tmp_path: Path) -> None:
@@ -386,10 +459,45 @@ class NoProgress:
     def update(self, n: int) -> None: ...
 
 
+class Together(FakeServer):
+    """Answers nothing until ``waiting`` requests are waiting, then each in the order they came:
+    two workers' replies arrive at the same moment."""
+
+    def __init__(self, *answers: Any, waiting: int = 2) -> None:
+        super().__init__(*answers)
+        self.waiting, self.gate = waiting, asyncio.Event()
+
+    async def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        answer = await super().__call__(payload)  # taken in the order the requests came
+        came = len(self.sent)
+        if came >= self.waiting:
+            self.gate.set()
+        await self.gate.wait()
+        for _ in range(came):  # the first to come is answered first (the last did not wait)
+            await asyncio.sleep(0)
+        return answer
+
+
+class FullDisk:
+    """Upstream's errors file on a disk that is full: every flush fails with ENOSPC, as a text
+    file's does once its buffer reaches the disk."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
 def through_upstreams_worker(server: FakeServer, tmp_path: Path, rows: list[dict[str, Any]],
-                             monkeypatch: pytest.MonkeyPatch) -> Any:  # fmt: skip
+                             monkeypatch: pytest.MonkeyPatch, *, workers: int = 1,
+                             errors_full: bool = False) -> Any:  # fmt: skip
     """A run (regenerate/run.py) whose ``_run`` feeds ``rows`` to upstream's own ``_worker``
-    with the files opened as upstream's ``_run`` opens them (0.9.0 :769), asking ``server``."""
+    (``workers`` of them at once, as ``--concurrency``) with the files opened as upstream's
+    ``_run`` opens them (0.9.0 :769), asking ``server``; ``errors_full``: writing the errors
+    file fails too (the same full disk)."""
     module = upstream()
     monkeypatch.setattr(
         module, "_post_chat", lambda session, endpoint, payload, **kw: server(payload)
@@ -404,16 +512,18 @@ def through_upstreams_worker(server: FakeServer, tmp_path: Path, rows: list[dict
             plan, tools = plan_row(row, result_names=module._tool_result_names)
             await queue.put({"turns": plan, "tools": tools, "primary_id": f"c{index}",
                              "idx": index})  # fmt: skip
-        await queue.put(None)
+        for _ in range(workers):
+            await queue.put(None)
         errors = output.errors_path(Path(outfile))
         with Path(outfile).open("a", encoding="utf-8") as out_fh, errors.open("a") as err_fh:
             stats = dict.fromkeys(("ok", "errors", "truncated", "requests"), 0)
             stats.update(completion_tokens=0, total_request_s=0.0, start_time=0.0)
-            await module._worker(
+            await asyncio.gather(*(module._worker(
                 None, queue, model=model, max_tokens=max_tokens, endpoint=endpoint,
-                sampling_params={}, max_retries=0, out_fh=out_fh, err_fh=err_fh,
+                sampling_params={}, max_retries=0, out_fh=out_fh,
+                err_fh=FullDisk() if errors_full else err_fh,
                 progress=NoProgress(), stats=stats, detokenize=lambda ids: "",
-            )  # fmt: skip
+            ) for _ in range(workers)))  # fmt: skip
 
     from speculators_qwen_compat.regenerate import run as regen_run
 
@@ -431,40 +541,85 @@ def through_upstreams_worker(server: FakeServer, tmp_path: Path, rows: list[dict
     return asyncio.run(asyncio.wait_for(exit_code(), 20))
 
 
-def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The output's file system refuses the second conversation's rows part way (a real short
-    write then EFBIG, past RLIMIT_FSIZE, as a full disk does with ENOSPC): the run stops with
-    one line saying which file and how to go on, exit 1; the file holds the first conversation
-    whole and nothing of the second; the second is not counted regenerated."""
-    import resource
-    import signal
+class FileSizeLimit:
+    """Writes past ``limit`` bytes of one file fail (RLIMIT_FSIZE: a real short write, then
+    EFBIG), as a full disk's do with ENOSPC."""
 
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __enter__(self) -> FileSizeLimit:
+        import resource
+        import signal
+
+        self.soft, self.hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        self.handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.limit, self.hard))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import resource
+        import signal
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.soft, self.hard))
+        signal.signal(signal.SIGXFSZ, self.handler)
+
+
+@pytest.mark.parametrize("errors_full", [False, True], ids=["rows", "rows and errors file"])
+def test_a_full_disk_stops_the_run_with_one_line_and_nothing_half_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    errors_full: bool,
+) -> None:  # fmt: skip
+    """The output's file system refuses the second conversation's rows part way: the run stops
+    with one line saying which file and how to go on, exit 1, and a report; the file holds the
+    first conversation whole and nothing of the second; the second is not counted regenerated.
+    On a real full disk upstream's worker then fails to write the errors file too (its error
+    ends upstream's ``_run``): the line is still the full disk's, not that second error's."""
     limit = 64 * 1024
     server = FakeServer(reply("small", completion=3), reply("huge", completion=limit))
     question = {"messages": [{"role": "user", "content": "q"}]}
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    try:
-        code = through_upstreams_worker(server, tmp_path, [question, question], monkeypatch)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, handler)
+    with FileSizeLimit(limit):
+        code = through_upstreams_worker(
+            server, tmp_path, [question, question], monkeypatch, errors_full=errors_full
+        )
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     partial = tmp_path / "out.partial.jsonl"
     assert len(err) == 1 and err[0].startswith(
         f"speculators_qwen_compat: error: cannot write {partial}: "
-    )
+    ), err
+    assert f"the rows written are in {partial}" in err[0]
     assert "rerun the same command with --resume" in err[0] and "once there is room" in err[0]
     written = [json.loads(line) for line in partial.read_bytes().splitlines(keepends=True)
                if line.endswith(b"\n")]  # fmt: skip
     assert partial.read_bytes().endswith(b"\n") and {row["primary_id"] for row in written} == {"c0"}
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["exit_code"] == 1 and report["regenerated"] == 1 and report["rows_out"] == 1
     assert report["not_reached"] == 1  # the second: asked, but its rows are not in the file
+    assert report["output"] == str(partial)
+
+
+def test_a_conversation_is_counted_only_once_its_rows_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two workers: c0's rows hit the full disk, and c1's reply arrives before the workers are
+    cancelled; upstream's worker writes c1's rows into a writer that has failed. Neither is in
+    the file, so neither is counted: the line, the report and the file agree."""
+    limit = 64 * 1024
+    server = Together(reply("huge", completion=limit), reply("small", completion=3))
+    question = {"messages": [{"role": "user", "content": "q"}]}
+    with FileSizeLimit(limit):
+        code = through_upstreams_worker(
+            server, tmp_path, [question, question], monkeypatch, workers=2
+        )
+    assert code == 1 and len(server.sent) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "regenerated 0 of 2 conversations (0 rows)" in err[0], err
+    assert "no row was written" in err[0] and "2 not reached" in err[0]
+    partial = tmp_path / "out.partial.jsonl"
+    assert not partial.exists() or partial.read_bytes() == b""
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
+    assert report["regenerated"] == 0 and report["rows_out"] == 0 and report["not_reached"] == 2
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survives(
@@ -474,7 +629,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survive
 
     from speculators_qwen_compat.regenerate import run as regen_run
 
-    report = tmp_path / "out.report.json"
+    report = tmp_path / "out.jsonl.report.json"
     report.write_text('{"exit_code": 0, "regenerated": 99}\n')  # an earlier run's
 
     def full(*args: Any, **kwargs: Any) -> None:
@@ -491,9 +646,33 @@ def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survive
     assert (tmp_path / "out.jsonl").exists()  # the rows themselves were published
 
 
-def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(tmp_path: Path) -> None:
+def interrupt(final: Path, upstream_run: Any, *, resume: bool = True,
+              again: float | None = None) -> float:  # fmt: skip
+    """A run of ``upstream_run`` interrupted as asyncio.run does on Ctrl-C (its main task
+    cancelled) after 0.5 s, and ``again`` s later a second time; how long it took to end."""
+    import time
+
     from speculators_qwen_compat.regenerate import run as regen_run
 
+    kwargs = {"endpoint": URL, "model": "m", "dataset_name": "none.jsonl",
+              "outfile": str(final), "resume": resume, "max_tokens": 10, "limit": None}  # fmt: skip
+
+    async def interrupted() -> None:
+        main = asyncio.current_task()
+        asyncio.get_running_loop().call_later(0.5, main.cancel)
+        if again is not None:
+            asyncio.get_running_loop().call_later(0.5 + again, main.cancel)
+        await regen_run.guarded_run(upstream_run, (), kwargs, upstream())
+
+    start = time.monotonic()
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(interrupted())
+    return time.monotonic() - start
+
+
+def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     final = tmp_path / "out.jsonl"
     earlier = b'{"id": "a_gen0", "primary_id": "a"}\n'
     final.write_bytes(earlier)
@@ -504,15 +683,39 @@ def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(tmp_pat
         during.append(final.exists())
         await asyncio.Event().wait()  # a long run
 
-    kwargs = {"endpoint": URL, "model": "m", "dataset_name": "none.jsonl",
-              "outfile": str(final), "resume": True, "max_tokens": 10, "limit": None}  # fmt: skip
-
-    async def interrupted() -> None:
-        # what asyncio.run does on Ctrl-C: the main task is cancelled
-        asyncio.get_running_loop().call_later(0.5, asyncio.current_task().cancel)
-        await regen_run.guarded_run(upstream_run, (), kwargs, upstream())
-
-    with pytest.raises(asyncio.CancelledError):
-        asyncio.run(interrupted())
+    interrupt(final, upstream_run)
     assert during == [False]  # taken: the run worked on the partial file
     assert final.read_bytes() == earlier and not output.partial_path(final).exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"speculators_qwen_compat: error: interrupted (Ctrl-C); nothing was added, {final} is "
+        "as it was; rerun the same command with --resume to go on"
+    ]
+
+
+def test_ctrl_c_says_where_the_rows_are_and_a_second_one_ends_the_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Upstream's run wrote a row, then does not end when cancelled (a worker that keeps
+    going): the run waits for it, but a second Ctrl-C ends that wait at once; the rows stay in
+    the partial file and the one line says so and how to go on."""
+    final = tmp_path / "out.jsonl"
+    row = b'{"id": "a_gen0", "primary_id": "a"}\n'
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: Any) -> None:  # fmt: skip
+        with Path(outfile).open("ab") as out:
+            out.write(row)
+        with contextlib.suppress(asyncio.CancelledError):  # deaf to the run's cancel
+            await asyncio.sleep(60)
+        await asyncio.sleep(60)  # until asyncio.run cancels what is left, once the run ended
+
+    took = interrupt(final, upstream_run, resume=False, again=0.3)
+    assert took < 3  # not the 5 s the run would wait for its workers
+    partial = output.partial_path(final)
+    assert partial.read_bytes() == row and not final.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"speculators_qwen_compat: error: interrupted (Ctrl-C); the rows are in {partial} "
+        f"(partial); rerun the same command with --resume to finish into {final}"
+    ]

@@ -122,7 +122,7 @@ def test_the_run_names_where_its_failures_are_when_the_errors_name_was_taken(
     regen_run._finish(run, tally)
     run.release()
     assert (tmp_path / "out.errors.jsonl").read_bytes() == b"someone else's\n"
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["errors_file"] == str(tmp_path / "out.partial.errors.jsonl")
     assert f"each failure is in {tmp_path / 'out.partial.errors.jsonl'}" in capsys.readouterr().out
 
@@ -159,7 +159,7 @@ def test_the_run_says_the_outfile_appeared_and_where_the_earlier_rows_are(
     assert final.read_bytes() == b"someone else's\n"
     assert (tmp_path / "out.partial.jsonl").read_bytes() == b'{"id": "b"}\n'
     assert f"the earlier rows are in {tmp_path / 'out.partial.jsonl'}" in str(refused.value)
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["exit_code"] == 1 and report["output"] == str(tmp_path / "out.partial.jsonl")
 
 
@@ -206,7 +206,7 @@ def test_a_fresh_run_never_appends_to_a_partial_file_that_appeared(
 
 def test_the_report_says_where_the_rows_are_when_the_outfile_appeared(tmp_path: Path) -> None:
     final = tmp_path / "out.jsonl"
-    report = tmp_path / "out.report.json"
+    report = tmp_path / "out.jsonl.report.json"
     report.write_text('{"exit_code": 0, "output": "out.jsonl"}\n')  # an earlier run's
     run = files.take(final, resume=False)
     run.handle.write(b'{"id": "new"}\n')
@@ -278,3 +278,73 @@ def test_an_output_folder_that_cannot_be_written_is_one_line(
     assert ended.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("speculators_qwen_compat: error: cannot write ")
+
+
+def test_outputs_differing_only_in_their_suffix_have_reports_of_their_own(tmp_path: Path) -> None:
+    """``out.jsonl`` and ``out.json`` in one folder: each run's report names its own output
+    (the report is named after the whole file name: ``out.jsonl.report.json``)."""
+    for name in ("out.jsonl", "out.json"):
+        run = files.take(tmp_path / name, resume=False)
+        run.handle.write(b'{"id": "new"}\n')
+        run.handle.flush()
+        regen_run._finish(run, RegenTally(conversations_in=1, regenerated=1, rows_out=1))
+        run.release()
+    for name in ("out.jsonl", "out.json"):
+        report = json.loads((tmp_path / f"{name}.report.json").read_text())
+        assert report["output"] == str(tmp_path / name)
+
+
+def test_earlier_reports_are_set_aside_numbered_never_replaced(tmp_path: Path) -> None:
+    """Each run sets the report before it aside as ``OUTFILE.report.N.json`` (the errors
+    files' way): a third run never replaces the first run's report."""
+    final = tmp_path / "out.jsonl"
+    report = tmp_path / "out.jsonl.report.json"
+    for run in (1, 2, 3):
+        regen_run.set_report_aside(final)
+        assert not report.exists()
+        report.write_text(f'{{"run": {run}}}\n')
+    kept = {p.name: p.read_text() for p in sorted(tmp_path.glob("out.jsonl.report.*.json"))}
+    assert kept == {
+        "out.jsonl.report.1.json": '{"run": 1}\n',
+        "out.jsonl.report.2.json": '{"run": 2}\n',
+    }
+
+
+def _resumed(final: Path, module: object) -> int:
+    """A --resume run on ``final`` through regenerate/run.py whose upstream must not be reached
+    (setting up the resume fails first); its exit code."""
+    import asyncio
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: object) -> None:  # fmt: skip
+        raise AssertionError("upstream must not run")
+
+    kwargs = {"endpoint": "http://x/v1/chat/completions", "model": "m",
+              "dataset_name": "d.jsonl", "outfile": str(final), "resume": True,
+              "max_tokens": 10, "limit": None}  # fmt: skip
+    with pytest.raises(SystemExit) as ended:
+        asyncio.run(regen_run.guarded_run(upstream_run, (), kwargs, module))
+    return int(ended.value.code or 0)
+
+
+def test_a_torn_tail_that_cannot_be_set_aside_puts_the_earlier_output_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk is full when --resume copies a torn tail aside: the earlier output goes back
+    under its own name, byte for byte, no half torn file is left, and the run is one line."""
+    final = tmp_path / "out.jsonl"
+    earlier = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "prim'
+    final.write_bytes(earlier)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert _resumed(final, object()) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"speculators_qwen_compat: error: cannot set aside the torn last line of {final}"
+    ), err
+    assert os.strerror(errno.ENOSPC) in err[0] and f"{final} is back under its own name" in err[0]
+    assert final.read_bytes() == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]

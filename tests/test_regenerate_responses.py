@@ -91,7 +91,7 @@ def test_every_conversation_regenerated_or_counted(first_run: Any) -> None:
     assert ran.returncode == 0, ran.stderr[-3000:]
     rows = rows_of(work / "out.jsonl")
     per_id = Counter(row["primary_id"] for row in rows)
-    report = json.loads((work / "out.report.json").read_text())
+    report = json.loads((work / "out.jsonl.report.json").read_text())
     failed_ids = {json.loads(line)["id"] for line in (work / "out.errors.jsonl").open()}
     for conv, expected in regen_data.EXPECTED.items():
         outcome = expected[0]
@@ -260,7 +260,7 @@ def test_server_killed_mid_run_then_resumed(
     assert "out.partial.jsonl (partial)" in line and "--resume" in line, line
     assert not (tmp_path / "out.jsonl").exists()
     assert not (tmp_path / "out.partial.errors.jsonl").read_text()  # no fault counted as data
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["complete"] is False and not report["failed"]
     done_before = Counter(row["primary_id"] for row in rows_of(partial))
     assert done_before and set(done_before.values()) == {2}
@@ -306,7 +306,7 @@ def test_one_bad_request_is_counted_and_resume_over_other_data_keeps_the_output(
     assert ran.returncode == 0, ran.stderr[-3000:]
     per_id = Counter(row["primary_id"] for row in rows_of(tmp_path / "out.jsonl"))
     assert per_id == {f"ok-{i}": 1 for i in range(3)}
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["failed"] == {GATEWAY: 1, NEVER: 1}
     assert report["conversations_in"] == 5 and report["exit_code"] == 0
     errors = {json.loads(line)["id"] for line in (tmp_path / "out.errors.jsonl").open()}
@@ -329,7 +329,7 @@ def test_one_bad_request_is_counted_and_resume_over_other_data_keeps_the_output(
     line = resumed.stderr.strip().splitlines()[-1]
     assert line.startswith(f"{ERROR}nothing new was regenerated (regenerated 0 of 2"), line
     assert "the earlier rows in out.jsonl are as they were" in line, line
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["exit_code"] == 1 and report["output"] == "out.jsonl"
     assert report["failed"] == {GATEWAY: 1} and report["skipped"] == {"no user turn": 1}
 
@@ -397,7 +397,7 @@ def test_sigkill_then_resume_drops_the_torn_line_and_keeps_the_rows(
     per_id = Counter(row["primary_id"] for row in rows_of(tmp_path / "out.jsonl"))
     assert per_id == {row["id"]: 1 for row in chats}
     assert (tmp_path / "out.torn.jsonl").read_bytes() == torn + b"\n"
-    report = json.loads((tmp_path / "out.report.json").read_text())
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["torn_rows"] == 1 and report["conversations_in"] == len(chats)
     assert report["regenerated"] + report["already_done"] == len(chats)
     assert "1 torn last line dropped from the earlier output" in resumed.stdout

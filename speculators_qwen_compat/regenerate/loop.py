@@ -145,20 +145,17 @@ async def regenerate(
 
 
 def _count(tally: Any, item: dict[str, Any], reason: str | None, rows: int) -> None:
-    """Count a conversation whose rows upstream writes next; taken back if that write fails
-    (state.write_failed)."""
+    """Count a conversation whose rows upstream writes next, once they are written
+    (state.counted): a conversation whose rows a full disk refused is never counted."""
 
-    def change(by: int) -> None:
-        tally.rows_out += by * rows
+    def count() -> None:
+        tally.rows_out += rows
         if reason:
-            tally.cut_short[reason] += by
-            if not tally.cut_short[reason]:
-                del tally.cut_short[reason]
+            tally.cut_short[reason] += 1
         else:
-            tally.regenerated += by
+            tally.regenerated += 1
 
-    change(1)
-    run_state.counted(str(item.get("primary_id")), lambda: change(-1))
+    run_state.counted(str(item.get("primary_id")), count)
 
 
 def _warn_long(plan: Plan, item: dict[str, Any]) -> None:

@@ -12,18 +12,20 @@ Here (docs/regenerate-responses.md "Resume and the lock"):
   or the earlier output before it is renamed to it) until it ends; a second run is refused with
   one line; the kernel drops the lock when a run is killed;
 - ``--resume`` appends to the earlier rows and never rewrites them: bytes after the last newline
-  (a row a killed run left half written), with the complete rows just before them of the same
-  conversation (one write), are counted, copied to ``NAME.torn.jsonl`` and cut from the end of
-  the file; rows of other conversations are not touched; a whole last row without its newline
-  gets the newline;
+  (a row a killed run left half written; a whole row without its newline too: every write ends
+  in one), with the complete rows just before them of the same conversation (one write; when
+  the bytes do not name it, the conversation of those rows), are counted, copied to a new
+  ``NAME.torn.jsonl`` (``NAME.torn.N.jsonl`` when one is there) and cut from the end of the
+  file (torn.py says which bytes); rows of other conversations are not touched;
 - a run that adds no row leaves an earlier output as it was, under its own name, byte for byte;
 - an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
   before the run starts (its conversations are retried), so the errors file a run leaves lists
   that run's failures and a run that stops before retrying them loses no record;
 - upstream's workers write the rows through ``RowWriter``: one conversation's rows are one
   ``os.write`` at upstream's ``flush()`` (a kill leaves at most one torn tail, never a
-  conversation cut between complete rows); a write that fails (a full disk) is cut back off
-  the file, and the run stops at once, resumable (state.write_failed);
+  conversation cut between complete rows), and a conversation is counted only once that write
+  succeeded; a write that fails (a full disk) is cut back off the file, and the run stops at
+  once, resumable (state.write_failed);
 - no name is ever renamed over: take, publish and restore move a file by a hard link (``move``),
   so a file that appeared under the target name while the run went on is kept, and so are ours;
   on a file system without hard links, by a rename when the target name is free just before;
@@ -37,24 +39,33 @@ import errno
 import fcntl
 import json
 import os
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.regenerate import torn
 
 
 class RowWriter:
     """The file object upstream's workers get for ``--outfile`` (fixes/regenerate/regen_run.py):
     ``write`` keeps one conversation's rows, ``flush`` writes them with one ``os.write`` to the
-    locked partial file. On an OSError the bytes written are cut back off, the run is told
-    (state.write_failed) and every later write fails the same way."""
+    locked partial file. A conversation is counted once its rows are written, never before
+    (``expect``: the count waits here until ``flush`` has written them), so a count always
+    agrees with the file. On an OSError the bytes written are cut back off, the run is told
+    (state.write_failed) and every later write fails the same way, uncounted."""
 
     def __init__(self, fd: int, path: Path) -> None:
         self.fd, self.path = fd, path
         self.rows: list[str] = []
         self.failed: OSError | None = None
+        #: (primary id, how to count it) of the conversation whose rows upstream writes next
+        self.pending: tuple[str, Callable[[], None]] | None = None
+
+    def expect(self, primary_id: str, count: Callable[[], None]) -> None:
+        """Count conversation ``primary_id`` once its rows are written (state.counted)."""
+        self.pending = (primary_id, count)
 
     def write(self, text: str) -> int:
         self.rows.append(text)
@@ -63,7 +74,7 @@ class RowWriter:
     def flush(self) -> None:
         data = "".join(self.rows).encode("utf-8")
         primary_id = _primary_id(self.rows)
-        self.rows = []
+        pending, self.rows, self.pending = self.pending, [], None
         if self.failed is not None:
             raise self.failed
         if not data:
@@ -79,8 +90,10 @@ class RowWriter:
             self.failed = exc
             from speculators_qwen_compat.regenerate import state
 
-            state.write_failed(self.path, exc, primary_id)
+            state.write_failed(self.path, exc)
             raise
+        if pending is not None and pending[0] == primary_id:
+            pending[1]()
 
 
 def _primary_id(rows: list[str]) -> str | None:
@@ -124,6 +137,10 @@ class Output:
     errors: Path = Path()
     #: the report could not be written (run.py says so in the run's line)
     report_failed: str = ""
+    #: where the torn tail of the earlier output was set aside (``keep_torn``)
+    torn_file: Path | None = None
+    #: this run created the partial file (no earlier output): ``put_back`` may remove it empty
+    created: bool = False
 
     def __post_init__(self) -> None:
         if self.errors == Path():
@@ -139,7 +156,30 @@ class Output:
 
 
 def take(final: Path, resume: bool) -> Output:
-    """Lock the run's output and make the partial file ready (module docstring)."""
+    """Lock the run's output and make the partial file ready (module docstring). A step after
+    the lock that fails (the torn tail cannot be set aside: a full disk) puts the earlier
+    output back under its own name and is one line (``not_started``)."""
+    output = _locked(final, resume)
+    try:
+        output.torn = _cut_torn_tail(output) if resume else 0
+    except OSError as exc:
+        earlier = output.final if output.from_final else output.partial
+        raise not_started(
+            output, f"cannot set aside the torn last line of {earlier}: {why(exc)}"
+        ) from exc
+    try:
+        output.earlier = output.partial.stat().st_size
+        set_aside_errors(final)  # their conversations are retried; their records are kept
+    except OSError as exc:
+        raise not_started(
+            output, f"cannot set aside the earlier errors of {final}: {why(exc)}"
+        ) from exc
+    return output
+
+
+def _locked(final: Path, resume: bool) -> Output:
+    """The run's output, locked: a new partial file, or (``--resume``) the earlier one, the
+    earlier ``--outfile`` renamed to it."""
     partial = partial_path(final)
     if not resume:
         for path, what in ((partial, "the rows of an interrupted run"),
@@ -151,8 +191,7 @@ def take(final: Path, resume: bool) -> Output:
             handle = _lock(partial, NEW)  # never appends to a file that appeared meanwhile
         except FileExistsError:
             raise _exists(partial, "the rows of an interrupted run") from None
-        set_aside_errors(final)
-        return Output(final, partial, handle)
+        return Output(final, partial, handle, created=True)
     had_final, had_partial = final.exists(), partial.exists()
     if had_final and had_partial:
         _lock(partial, EXISTING).close()
@@ -169,18 +208,61 @@ def take(final: Path, resume: bool) -> Output:
             f"{partial} appeared while this run took {final}: another regenerate-responses run "
             "is starting on this output; wait for it to end, or give this run another --outfile"
         )
-    output = Output(final, partial, handle, from_final=from_final)
-    output.torn = _cut_torn_tail(output)
-    output.earlier = partial.stat().st_size
-    set_aside_errors(final)  # their conversations are retried; their records are kept
-    return output
+    created = not (had_final or had_partial)
+    return Output(final, partial, handle, from_final=from_final, created=created)
+
+
+def not_started(output: Output, what: str) -> CompatError:
+    """Setting up the run failed before upstream ran (``what``: the step and why): the earlier
+    output goes back under its own name (``put_back``), the lock is let go, and the one line
+    says where the rows are (the error to raise)."""
+    where = put_back(output)
+    output.release()
+    if where is None:
+        rows = "no row was written"
+    elif where == output.final or not output.from_final:
+        rows = f"{where} is back under its own name"
+    else:
+        rows = f"the earlier rows are in {where} ({_appeared_meanwhile(output)})"
+    if output.torn_file is not None:
+        rows += f"; its torn last line ({output.torn} rows) is in {output.torn_file}"
+    return CompatError(
+        f"{what}; nothing was regenerated; {rows}; fix it and rerun the same command"
+    )
+
+
+def put_back(output: Output) -> Path | None:
+    """Undo ``take`` when the run could not start: an earlier ``--outfile`` renamed to the
+    partial file gets its name back (never over a file that appeared there meanwhile); a
+    partial file this run created, still empty, is removed (it is this run's). Where the
+    earlier rows are (None: there are none)."""
+    if output.from_final and move(output.partial, output.final):
+        return output.final
+    if output.created:
+        with contextlib.suppress(OSError):
+            if not output.partial.stat().st_size:
+                output.partial.unlink()
+                return None
+    return output.partial if output.partial.exists() else None
+
+
+def _appeared_meanwhile(output: Output) -> str:
+    return f"{output.final} appeared meanwhile: kept as it is"
+
+
+def why(exc: BaseException) -> str:
+    """An error in a few words for a one-line message: the OS's reason (and the file it names)
+    for an OSError, else its type and text."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
 def set_aside_errors(final: Path) -> list[Path]:
     """Earlier runs' errors files (``OUT.errors.jsonl``, ``OUT.partial.errors.jsonl``) moved to
-    the next free ``OUT.errors.N.jsonl`` (N above every one there, so the highest is the
-    latest), never over a file; one that holds nothing is removed. The errors file a run leaves
-    then lists the failures of that run alone. Called with the run's lock held."""
+    the next free ``OUT.errors.N.jsonl`` (``set_aside``); one that holds nothing is removed. The
+    errors file a run leaves then lists the failures of that run alone. Called with the run's
+    lock held."""
     kept = []
     for path in (errors_path(final), errors_path(partial_path(final))):
         try:
@@ -190,26 +272,30 @@ def set_aside_errors(final: Path) -> list[Path]:
         if not size:
             path.unlink(missing_ok=True)
             continue
-        number = 1 + max((_aside_number(final, p) for p in final.parent.iterdir()), default=0)
-        while not move(path, aside_path(final, number)):
-            number += 1
-        kept.append(aside_path(final, number))
+        kept.append(set_aside(path, f"{final.stem}.errors.", final.suffix or ".jsonl"))
     return kept
 
 
-def aside_path(final: Path, number: int) -> Path:
-    """Where an earlier run's errors are kept: ``out.jsonl`` -> ``out.errors.1.jsonl``, ..."""
-    return final.with_name(f"{final.stem}.errors.{number}{final.suffix or '.jsonl'}")
+def set_aside(path: Path, head: str, tail: str) -> Path:
+    """Move ``path`` to the next free ``HEAD N TAIL`` in its folder (N above every one there,
+    so the highest is the latest), never over a file: how an earlier run's errors files and
+    reports are kept (no run replaces what another wrote). Where it went."""
+    number = next_number(path.parent, head, tail)
+    while not move(path, path.with_name(f"{head}{number}{tail}")):
+        number += 1
+    return path.with_name(f"{head}{number}{tail}")
 
 
-def _aside_number(final: Path, path: Path) -> int:
-    head, tail = f"{final.stem}.errors.", final.suffix or ".jsonl"
-    name = path.name
-    if name.startswith(head) and name.endswith(tail):
-        number = name[len(head) : len(name) - len(tail)]
-        if number.isdigit():
-            return int(number)
-    return 0
+def next_number(folder: Path, head: str, tail: str) -> int:
+    """One above the highest N of the files ``HEAD N TAIL`` in ``folder`` (1 when none)."""
+    numbers = [0]
+    for path in folder.iterdir():
+        name = path.name
+        if name.startswith(head) and name.endswith(tail):
+            number = name[len(head) : len(name) - len(tail)]
+            if number.isdigit():
+                numbers.append(int(number))
+    return 1 + max(numbers)
 
 
 def move(source: Path, target: Path) -> bool:
@@ -288,80 +374,43 @@ def _busy(path: Path) -> CompatError:
 
 
 def _cut_torn_tail(output: Output) -> int:
-    """Set aside what a killed run left half written at the end of the partial file: the bytes
-    after its last newline and the complete rows just before them of the same conversation
-    (they were one write: module docstring), copied to ``torn_path`` and cut off the end (rows
-    of other conversations are not touched). How many rows were set aside. A last row that is
-    whole but lacks its newline gets the newline instead."""
+    """Set aside what a killed run left half written at the end of the partial file
+    (torn.torn_start: the cut last line and the rows of its write): copied to a torn file of
+    its own (``keep_torn``), then cut off the end; rows of other conversations are not
+    touched. How many rows were set aside."""
     path = output.partial
-    size = path.stat().st_size
-    if not size:
-        return 0
     with path.open("rb") as file:
-        file.seek(max(0, size - 1))
-        if file.read(1) == b"\n":
+        keep, rows = torn.torn_start(file, path.stat().st_size)
+        if not rows:
             return 0
-        keep = _after_last_newline(file, size)
-        file.seek(keep)
-        tail = file.read()
-        if isinstance(_parsed(tail), dict):  # a whole row: only its newline is missing
-            with path.open("ab") as end:
-                end.write(b"\n")
-                end.flush()
-                os.fsync(end.fileno())
-            return 0
-        owner, rows = _torn_owner(tail), 1
-        while owner is not None and keep > 0:
-            start = _after_last_newline(file, keep - 1)
-            file.seek(start)
-            row = _parsed(file.read(keep - start))
-            if not isinstance(row, dict) or row.get("primary_id") != owner:
-                break
-            keep, rows = start, rows + 1
         file.seek(keep)
         aside_bytes = file.read()
-    with torn_path(output.final).open("ab") as aside:
-        aside.write(aside_bytes + b"\n")
-        aside.flush()
-        os.fsync(aside.fileno())
+    output.torn_file = keep_torn(output.final, aside_bytes + b"\n")
     os.truncate(path, keep)
     return rows
 
 
-_PRIMARY_ID = re.compile(rb'"primary_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
-_ROW_ID = re.compile(rb'^\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.)*)_gen\d+"')
-
-
-def _torn_owner(tail: bytes) -> str | None:
-    """The conversation a torn row belongs to (its ``primary_id``, else its ``id`` without
-    upstream's ``_genN`` suffix), when the bytes that survived say it."""
-    for pattern in (_PRIMARY_ID, _ROW_ID):
-        match = pattern.search(tail)
-        if match:
-            with contextlib.suppress(ValueError):
-                return json.loads(b'"' + match.group(1) + b'"')
-    return None
-
-
-def _parsed(line: bytes) -> object:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
-
-
-def _after_last_newline(file: IO[bytes], size: int, block: int = 1 << 16) -> int:
-    """Offset just after the last ``\\n`` of a file of ``size`` bytes (0 when it has none)."""
-    end = size
-    while end > 0:
-        start = max(0, end - block)
-        file.seek(start)
-        chunk = file.read(end - start)
-        index = chunk.rfind(b"\n")
-        if index >= 0:
-            return start + index + 1
-        end = start
-    return 0
+def keep_torn(final: Path, data: bytes) -> Path:
+    """Write ``data`` to a new torn file: ``out.torn.jsonl``, or when one is there (an earlier
+    resume's) the next ``out.torn.N.jsonl``; never into a file that exists. A write that fails
+    (a full disk) leaves no file of ours behind. Where it went."""
+    head, tail = f"{final.stem}.torn.", final.suffix or ".jsonl"
+    path = torn_path(final)
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            path = final.with_name(f"{head}{next_number(final.parent, head, tail)}{tail}")
+            continue
+        try:
+            with os.fdopen(fd, "wb") as aside:
+                aside.write(data)
+                aside.flush()
+                os.fsync(aside.fileno())
+        except BaseException:
+            path.unlink(missing_ok=True)  # this run's, incomplete
+            raise
+        return path
 
 
 def publish(output: Output) -> None:

@@ -62,8 +62,8 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
     final = Path(arguments["outfile"] or _default_outfile(module, arguments))
     output = files.take(final, bool(arguments["resume"]))
     try:
-        set_report_aside(final)
-        await _locked_run(wrapped, bound, module, output)
+        seen = _set_up(output, module, bool(arguments["resume"]))
+        await _locked_run(wrapped, bound, module, output, seen)
     except CompatError as exc:
         if output.report_failed:
             raise CompatError(f"{exc}; {output.report_failed}") from exc
@@ -78,29 +78,79 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
 
 
 async def _interrupted(output: files.Output) -> None:
-    """The run was interrupted: once nothing runs, an earlier output this run added nothing to
-    goes back under its own name (its rows stay in the partial file if it added any)."""
-    with contextlib.suppress(BaseException):
+    """The run was interrupted (Ctrl-C; upstream then exits 130): once nothing runs (at most
+    INTERRUPT_WAIT s), an earlier output this run added nothing to goes back under its own name
+    (its rows stay in the partial file if it added any), and one line says where the rows are
+    and that --resume goes on. A second Ctrl-C ends the wait, not the putting back: it is
+    never swallowed."""
+    try:
         me = asyncio.current_task()
         others = [task for task in asyncio.all_tasks() if task is not me]
         for task in others:
             task.cancel()
         if others:
-            await asyncio.wait(others, timeout=5)
-    with contextlib.suppress(OSError):
-        if not output.added():
-            files.restore(output)
+            await asyncio.wait(others, timeout=INTERRUPT_WAIT)
+    finally:
+        where: Path | None = output.partial
+        with contextlib.suppress(OSError):
+            where = output.partial if output.added() else files.restore(output)
+        print(f"{ERROR_PREFIX}interrupted (Ctrl-C); {_where_now(output, where)}",
+              file=sys.stderr, flush=True)  # fmt: skip
 
 
-def set_report_aside(final: Path) -> None:
-    """An earlier run's report becomes ``NAME.report.previous.json``: a run that stops before
-    writing its own leaves no report that is not about it."""
+#: seconds an interrupted run waits for upstream's workers to end before it puts files back
+INTERRUPT_WAIT = 5.0
+
+
+def _where_now(output: files.Output, where: Path | None) -> str:
+    """Where an interrupted run left the rows, and how to go on."""
+    if where is None:
+        return "no row was written; rerun the same command"
+    if output.appeared:
+        return _appeared(output)
+    if where == output.final:
+        return (
+            f"nothing was added, {where} is as it was; rerun the same command with --resume "
+            "to go on"
+        )
+    return (
+        f"the rows are in {where} (partial); rerun the same command with --resume to finish "
+        f"into {output.final}"
+    )
+
+
+def set_report_aside(final: Path) -> Path | None:
+    """An earlier run's report moves to the next free ``OUTFILE.report.N.json`` (the errors
+    files' way, never over a file): a run that stops before writing its own leaves no report
+    that is not about it, and no run's report is ever lost. Where it went (None: none)."""
     report = report_path(final)
     with contextlib.suppress(FileNotFoundError):
-        os.replace(report, report.with_name(report.name[: -len(".json")] + ".previous.json"))
+        return files.set_aside(report, report.name[: -len(".json")] + ".", ".json")
+    return None
 
 
-async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Output) -> None:
+def _set_up(output: files.Output, module: Any, resume: bool) -> set[str]:
+    """The last steps before upstream runs: the earlier report set aside, and (``--resume``)
+    the conversations already in the earlier rows, read by upstream's ``load_seen``. One that
+    fails puts the earlier output back under its own name and is one line."""
+    try:
+        set_report_aside(output.final)
+    except OSError as exc:
+        what = f"cannot set aside the earlier report {report_path(output.final)}"
+        raise files.not_started(output, f"{what}: {files.why(exc)}") from exc
+    if not resume:
+        return set()
+    earlier = output.final if output.from_final else output.partial
+    try:
+        return set(module.load_seen(str(output.partial)))
+    except Exception as exc:  # not UTF-8, a line that is JSON but not a row: upstream's errors
+        what = f"cannot read the earlier rows in {earlier} to resume them"
+        raise files.not_started(output, f"{what} ({files.why(exc)})") from exc
+
+
+async def _locked_run(
+    wrapped: Any, bound: Any, module: Any, output: files.Output, seen: set[str]
+) -> None:
     arguments = bound.arguments
     endpoint = arguments["endpoint"]
     arguments["outfile"] = str(output.partial)
@@ -110,8 +160,7 @@ async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Outpu
     state.endpoint = endpoint
     tally = state.tally
     tally.torn_rows = output.torn
-    if arguments["resume"]:
-        state.seen = module.load_seen(str(output.partial))
+    state.seen = seen
     task = asyncio.ensure_future(call(wrapped, bound))
     waiter = asyncio.ensure_future(state.wake.wait())
     failure: BaseException | None = None
@@ -124,6 +173,10 @@ async def _locked_run(wrapped: Any, bound: Any, module: Any, output: files.Outpu
     finally:
         waiter.cancel()
         regen_state.close_run()
+    if state.write_fault:
+        # what upstream raised after it is that fault's (its worker writes the errors file on
+        # the same full disk): the run's line is the write fault's, with where the rows are
+        failure = None
     if failure is not None or state.stop is not None:
         tally.conversations_in = max(
             tally.conversations_in, _rows_in(arguments["dataset_name"], arguments["limit"])

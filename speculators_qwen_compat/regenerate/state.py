@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +61,9 @@ class RunState:
     #: the output could not be written (disk full, ...): the run stops, resumable once there is
     #: room
     write_fault: bool = False
-    #: the file object upstream's workers write the rows with (output.RowWriter)
+    #: the file object upstream's workers write the rows with (output.RowWriter); it counts
+    #: each conversation once its rows are written
     writer: Any = None
-    #: (primary id, how to take its count back) of the conversation counted last: counted
-    #: before upstream writes its rows, taken back when that write fails (output.RowWriter)
-    last_counted: tuple[str, Any] | None = None
 
 
 _current: RunState | None = None
@@ -107,21 +106,22 @@ async def fault(reason: str) -> None:
     await asyncio.Event().wait()
 
 
-def counted(primary_id: str, undo: Any) -> None:
-    """A conversation was counted as written; ``undo`` takes it back if its rows are not."""
-    if _current is not None:
-        _current.last_counted = (primary_id, undo)
+def counted(primary_id: str, count: Callable[[], None]) -> None:
+    """Conversation ``primary_id`` has rows for upstream to write: ``count`` counts it once the
+    run's writer has written them (output.RowWriter: never a conversation whose rows are not in
+    the file); at once when nothing of ours writes them (a fix used on its own)."""
+    if _current is not None and _current.writer is not None:
+        _current.writer.expect(primary_id, count)
+    else:
+        count()
 
 
-def write_failed(path: Any, exc: OSError, primary_id: str | None) -> None:
-    """The output could not be written: the conversation whose rows were lost is not counted
-    (its count is taken back) and the run ends at once, resumable."""
+def write_failed(path: Any, exc: OSError) -> None:
+    """The output could not be written: the run ends at once, resumable (the conversation whose
+    rows were lost was never counted: output.RowWriter)."""
     state = _current
     if state is None:
         return
-    if state.last_counted is not None and state.last_counted[0] == primary_id:
-        state.last_counted[1]()
-    state.last_counted = None
     state.write_fault = True
     end_run(f"cannot write {path}: {exc.strerror or exc}", server_fault=False)
 

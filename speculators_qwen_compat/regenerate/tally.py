@@ -109,8 +109,10 @@ class RegenTally:
 
 
 def report_path(outfile: Path) -> Path:
-    """``OUT.report.json`` beside ``--outfile`` (``out.jsonl`` -> ``out.report.json``)."""
-    return outfile.with_name(outfile.stem + REPORT_SUFFIX)
+    """``OUTFILE.report.json`` beside ``--outfile`` (``out.jsonl`` -> ``out.jsonl.report.json``):
+    named after the whole file name, so ``out.jsonl`` and ``out.json`` in one folder each have
+    their own (a name from the stem alone would be shared, one run's report over the other's)."""
+    return outfile.with_name(outfile.name + REPORT_SUFFIX)
 
 
 def write_report(outfile: Path, tally: RegenTally, **extra: Any) -> Path:

@@ -118,7 +118,7 @@ def test_regenerate(stage: Stage, tmp_path: Path) -> None:
         _, regenerate = readme_path.command("regenerate", served)
         ran = execute(regenerate, tmp_path, python=prepare_python(stage.kind), timeout=900)
     out = ran.stdout + ran.stderr
-    report = json.loads((tmp_path / "replies.report.json").read_text())
+    report = json.loads((tmp_path / "replies.jsonl.report.json").read_text())
     total = 8 + stage.images
     assert report["conversations_in"] == total and report["errors"] == 0, report
     model_or_data = ("reply still thinking", "reply cut at", "Unsupported chat content part")

@@ -20,7 +20,7 @@ regenerate/run.py, this module only attaches it):
   :795/:775, 0.9.0 :789/:769) in place of ``out_fh``: one conversation is one write; a full
   disk stops the run with one line, the conversation whose rows were not written not counted;
 - every conversation counted once (regenerate/tally.py): the line ``regenerated N of M
-  conversations (R rows); cut short ...; skipped ...; failed ...`` and ``NAME.report.json``,
+  conversations (R rows); cut short ...; skipped ...; failed ...`` and ``OUTFILE.report.json``,
   written last, agreeing with the exit code and the files.
 Shape needed: ``_run`` taking ``endpoint``, ``model``, ``dataset_name``, ``outfile``, ``resume``,
 ``max_tokens``, ``limit``; ``load_seen``, ``detect_model``, ``sanitize_filename``,

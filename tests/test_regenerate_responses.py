@@ -400,4 +400,4 @@ def test_sigkill_then_resume_drops_the_torn_line_and_keeps_the_rows(
     report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["torn_rows"] == 1 and report["conversations_in"] == len(chats)
     assert report["regenerated"] + report["already_done"] == len(chats)
-    assert "1 torn last line dropped from the earlier output" in resumed.stdout
+    assert "rows of a torn last write set aside from the earlier output" in resumed.stdout

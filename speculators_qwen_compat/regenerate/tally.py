@@ -83,7 +83,8 @@ class RegenTally:
         if self.not_reached:
             line += f"; {self.not_reached} not reached (run stopped)"
         if self.torn_rows:
-            line += f"; {self.torn_rows} torn last line dropped from the earlier output"
+            torn = f"{self.torn_rows} rows of a torn last write"
+            line += f"; {torn} set aside from the earlier output"
         for text, count in self.notes.most_common():
             line += f"; {count} {text}"
         for text, count in self.warnings.most_common():

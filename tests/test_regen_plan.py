@@ -97,3 +97,36 @@ def test_the_template_cuts_the_plan_where_it_refuses(qwen36_dir) -> None:
     late_first = [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]
     plan, _ = plan_row({"messages": late_first}, tokenizer=tokenizer)
     assert plan.check() == "System message must be at the beginning."
+
+
+def test_an_image_conversation_this_venv_cannot_render_is_left_to_the_server(
+    qwen36_dir, tmp_path, monkeypatch
+) -> None:
+    """Regeneration needs no Pillow or image processor (the server renders the images): where
+    local rendering cannot read images (MediaUnavailable: here Pillow made unimportable) the
+    pre-check leaves the conversation whole, to be sent; before, it was counted an error."""
+    import shutil
+    import sys
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # `from PIL import Image` raises ImportError
+    target = shutil.copytree(qwen36_dir, tmp_path / "target")  # a vision-language target's
+    config = (
+        json.loads((target / "config.json").read_text())
+        if (target / "config.json").exists()
+        else {}
+    )
+    (target / "config.json").write_text(json.dumps({**config, "vision_config": {}}))
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    image = tmp_path / "cat.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    row = {
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "image", "image": str(image)}, {"type": "text", "text": "What is it?"}]},
+            {"role": "assistant", "content": "OK."},
+            {"role": "user", "content": "And then?"},
+        ]
+    }  # fmt: skip
+    plan, _ = plan_row(row, tokenizer=tokenizer)
+    assert plan.check() is None
+    assert len(plan) == 2 and plan.stop_reason is None and plan.pending is None

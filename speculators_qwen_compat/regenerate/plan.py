@@ -20,6 +20,8 @@ conversation (and the first step's prompt for its length): linear in turns; only
 rejected are prefixes bisected to find the first step the template refuses; the plan is cut there
 (the steps before are still regenerated), and a plan with no step left is a skip with the
 template's words. A row that cannot be planned raises ``BadConversation`` (the skip reason).
+Image conversations in a venv that cannot render images locally (no Pillow or image processor:
+regeneration does not need them) are not judged here but by the server, which renders them.
 """
 
 from __future__ import annotations
@@ -81,12 +83,19 @@ class Plan(list):
         """Run the pending template check (once); the skip reason when no step is left."""
         if self.pending is None:
             return None
+        from speculators_qwen_compat.data.media import MediaUnavailable
+
         tokenizer, tools = self.pending
         self.pending = None
         try:
             check_template(self, tokenizer, tools)
         except BadConversation as exc:
             return str(exc)
+        except MediaUnavailable:
+            # This venv cannot render images (no Pillow or image processor): not the data's
+            # fault nor a bug; the server renders them, so its template judges this one (its
+            # first prompt's length is not known here: no long-prompt warning).
+            pass
         return None
 
 

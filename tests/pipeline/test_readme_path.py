@@ -121,8 +121,14 @@ def test_regenerate(stage: Stage, tmp_path: Path) -> None:
     report = json.loads((tmp_path / "replies.jsonl.report.json").read_text())
     total = 8 + stage.images
     assert report["conversations_in"] == total and report["errors"] == 0, report
-    model_or_data = ("reply still thinking", "reply cut at", "Unsupported chat content part")
-    assert all(r.startswith(model_or_data) for r in report["failed"]), report["failed"]
+    model_or_data = ("reply still thinking", "reply cut at")
+    # The README's generating server has no --allowed-local-media-path: it may refuse the image
+    # conversations (vLLM 0.32: 400 or 500), each that conversation's counted failure, never
+    # a text one's and never an error of ours.
+    refused = ("Unsupported chat content part", "HTTP 400", "HTTP 500")
+    failed = report["failed"]
+    assert all(r.startswith(model_or_data + refused) for r in failed), failed
+    assert sum(n for r, n in failed.items() if r.startswith(refused)) <= stage.images, failed
     if report["regenerated"] or report["cut_short"]:
         assert ran.returncode == 0, out[-3000:]
     else:

@@ -8,7 +8,7 @@ turn (``[call NAME]``, ``[long]``) and passes everything else through unchanged,
 server generates every token, the reply and its status reach the client as vLLM sent them.
 Two markers stand for a faulty gateway in front of the server (issue 33): ``[504]`` is answered
 504 at once, ``[hang]`` is never answered (the connection is held, then dropped after
-``HANG_SECONDS``). ``gate`` (set by default) holds every chat request while cleared, and
+``HANG_SECONDS``). ``with proxy.hold():`` holds every chat request until the block ends, and
 ``held`` is set once one is held: a test starts a second run only once the first is mid-run.
 """
 
@@ -19,6 +19,8 @@ import re
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -73,6 +75,17 @@ class Proxy:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Holds chat requests inside the block; ``held`` starts cleared (an earlier block set
+        it: without the reset a test would go on before its own run sent anything)."""
+        self.held.clear()
+        self.gate.clear()
+        try:
+            yield
+        finally:
+            self.gate.set()
+
     def close(self) -> None:
         self.closed.set()
         self.gate.set()
@@ -96,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/chat/completions"):
             if not self.proxy.gate.is_set():
                 self.proxy.held.set()
-                self.proxy.gate.wait(HANG_SECONDS)
+                self.proxy.gate.wait()  # hold() sets it when its block ends, close() too
             last = _last_user(body.get("messages") or [])
             if "[504]" in last:
                 self._reply(504, b"<html>504 Gateway Time-out</html>")

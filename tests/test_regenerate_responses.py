@@ -345,15 +345,12 @@ def test_two_runs_at_once_one_is_refused(
         str(target), "--dataset", "data.jsonl", "--outfile", "out.jsonl", "--concurrency", "1",
         "--max-tokens", str(regen_data.MAX_TOKENS), "--resume",
     )  # fmt: skip
-    proxy.gate.clear()  # the first run's requests wait: it is mid-run, holding its lock
-    first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
+    with proxy.hold():  # the first run's requests wait: it is mid-run, holding its lock
+        first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
         assert proxy.held.wait(300), "the first run sent no request"
         second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=900)  # fmt: skip
-    finally:
-        proxy.gate.set()
     _, first_err = first.communicate(timeout=900)
     assert first.returncode == 0, first_err[-3000:]
     assert second.returncode == 1, second.stderr[-3000:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,14 @@ def test_each_fix_applies_on_the_releases_it_declares() -> None:
         assert applied == inside, (fix.name, str(fix.applies_on))
 
 
-def test_every_release_has_a_venv_recipe() -> None:
+def test_every_release_has_an_environment_pinning_it() -> None:
+    """Each tested release has its folder in envs/environments.toml, installing that very
+    speculators (a release added to the table without one would test nothing)."""
+    table = tomllib.loads((ROOT / "envs" / "environments.toml").read_text(encoding="utf-8"))
     for version in TESTED_RELEASES:
-        assert (ROOT / "envs" / f"{version}.txt").is_file(), version
+        recipe = table["env"].get(f"rel/{version}")
+        assert recipe is not None, version
+        assert f"speculators=={version}" in recipe["no_deps"], (version, recipe)
 
 
 def test_support_table_is_current() -> None:

@@ -34,6 +34,12 @@ from speculators_qwen_compat.core.releases import TESTED_RELEASES
 
 pytestmark = pytest.mark.vllm
 RELEASES = [r for r in TESTED_RELEASES if Version("0.8") <= Version(r)]
+#: The fault tests below (a killed server, a 504, two writers, a hard kill) run on the newest
+#: release only: what they test is ours (speculators_qwen_compat/regenerate/), the same on every
+#: release, and each 0.8+ suite drives the same faults through that release's own ``_run`` and
+#: ``_worker`` (tests/test_regen_loop.py). Each costs a minute or more of a 2-core CI; the
+#: tests above, which read what the release itself writes, run on every 0.8+ release.
+FAULT_RELEASES = RELEASES[-1:]
 ENTRY = ("-m", "speculators_qwen_compat.regenerate_responses")
 UPSTREAM = ("-m", "speculators", "regenerate-responses")
 ERROR = "speculators_qwen_compat: error: "
@@ -217,7 +223,7 @@ def test_dead_server_fails_the_run_at_once(tmp_path: Path, target: Path) -> None
     assert not any(p.name.startswith("out") and p.suffix == ".jsonl" for p in tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", FAULT_RELEASES)
 def test_server_killed_mid_run_then_resumed(
     release: str, server: Any, proxy: Any, target: Path, tmp_path: Path
 ) -> None:
@@ -292,7 +298,7 @@ NEVER = "no answer within --request-timeout 5 s, after every retry"
 FAULT_FLAGS = ("--request-timeout", "5", "--max-retries", "1")
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", FAULT_RELEASES)
 def test_one_bad_request_is_counted_and_resume_over_other_data_keeps_the_output(
     release: str, proxy: Any, target: Path, tmp_path: Path
 ) -> None:
@@ -334,7 +340,7 @@ def test_one_bad_request_is_counted_and_resume_over_other_data_keeps_the_output(
     assert report["failed"] == {GATEWAY: 1} and report["skipped"] == {"no user turn": 1}
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", FAULT_RELEASES)
 def test_two_runs_at_once_one_is_refused(
     release: str, proxy: Any, target: Path, tmp_path: Path
 ) -> None:
@@ -360,7 +366,7 @@ def test_two_runs_at_once_one_is_refused(
     assert per_id == {row["id"]: 1 for row in chats}
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", FAULT_RELEASES)
 def test_sigkill_then_resume_drops_the_torn_line_and_keeps_the_rows(
     release: str, proxy: Any, target: Path, tmp_path: Path
 ) -> None:

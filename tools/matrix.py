@@ -10,8 +10,9 @@ a job of tools/scheduler.py, started as soon as what it needs is built:
 - ``suite:<release>``: every other test of tests/ on that release, then ``status --json`` for
   the release x fix table (not the ``pure``/``vllm`` tests, tests/pipeline, or ``vision``
   tests, which deselect themselves on the CPU base);
-- ``vision:<release>`` (base-vision, 0.6.0.2 and later), ``vllm`` (a real vLLM) and
-  ``pipeline`` (tests/pipeline), on the newest release.
+- ``vision:<release>`` (base-vision, 0.6.0.2 and later), ``vllm:render`` and ``vllm:regen`` (a
+  real vLLM: rendering, and regenerate-responses' generation) and ``pipeline`` (tests/pipeline),
+  on the newest release.
 ``--main SOURCE``: only the suite, on speculators from upstream's main (``rel/main``; SOURCE a git
 URL, URL@REF or a local checkout), ending ``main: N passed, M failed`` and the fixes whose state
 differs from the newest release's. At the end: each part's wall time, the release x fix table,
@@ -51,6 +52,8 @@ VISION_FROM = "0.6.0.2"  # the first release that loads an AutoProcessor
 #: Tests that run in a pass of their own, not in every release's suite. (``vision`` tests
 #: deselect themselves on the CPU base, and tests/conftest.py refuses "vision" in -m there.)
 OWN_PASSES = ("pure", "vllm")
+#: the ``vllm`` tests of regenerate-responses (a generation server), a pass of their own
+REGEN_TESTS = "test_regenerate_responses.py"
 #: seconds, before a run on this machine was timed
 GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400}
 #: tools/environments.py, run as a part of its own
@@ -246,8 +249,13 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         needs = tuple(dict.fromkeys((*cpu, f"build:rel-{newest}", *renders, "build:vllm")))
         # tests/test_vllm_images.py runs prepare_data of 0.8+ on the vision venv too
         vision_venv = ("install:vision",) if vision else ()
-        run = tests("vllm", newest, "cpu", "vllm", tests_dir)
-        jobs.append(Job("vllm", "test", run, (*needs, *vision_venv)))
+        # two passes, each with its own servers, so neither alone is the run's critical path
+        regen = [str(ROOT / "tests" / REGEN_TESTS)]
+        render = [f"--ignore={regen[0]}", *tests_dir]
+        for name, paths in (("vllm:render", render), ("vllm:regen", regen)):
+            jobs.append(
+                Job(name, "test", tests(name, newest, "cpu", "vllm", paths), (*needs, *vision_venv))
+            )
         # make test-pipeline's tests; composite checkpoints are prepared on the vision venv
         run = tests("pipeline", newest, "cpu", "not pure", [str(ROOT / "tests" / "pipeline")])
         jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))

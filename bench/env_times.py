@@ -5,7 +5,9 @@ Usage: make bench-envs (python bench/env_times.py [demo] [test]; default demo; a
 Target: issue 36's bounds, on the machine it runs on with the download caches (uv's, pip's, the
 bootstrapped uv) warm: a cold ``make demo`` at most 3x the warm one, a cold ``make test`` at most
 2 minutes more than the warm one. Writes the figures into docs/maintainers.md (the ``env-times``
-block, tools/doc_block.py) and prints them; exits 1 when a command failed or a bound is missed.
+block, tools/doc_block.py; with ``test``, the warm run's ``matrix-times`` block too: the part
+times of the full run it wrote into its clone) and prints them; each command's output goes to
+build/env-times/TARGET-{cold,warm}.log. Exits 1 when a command failed or a bound is missed.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ sys.path.insert(0, str(ROOT / "tools"))  # doc_block
 import doc_block  # noqa: E402
 
 DOC = ROOT / "docs" / "maintainers.md"
+LOGS = ROOT / "build" / "env-times"
 #: target -> (bound, what it means): cold / warm at most 3, cold - warm at most 120 s
 BOUNDS = {"demo": ("ratio", 3.0), "test": ("difference", 120.0)}
 
 
-def timed(target: str, clone: Path, venvs: Path) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds of the command and its children, last line) of ``make``."""
+def timed(target: str, clone: Path, venvs: Path, label: str) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the command and its children, last line) of ``make``;
+    its output in build/env-times/TARGET-LABEL.log."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     env = {**os.environ, "VENVS": str(venvs)}
@@ -40,6 +44,8 @@ def timed(target: str, clone: Path, venvs: Path) -> tuple[float, float, str]:
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    LOGS.mkdir(parents=True, exist_ok=True)
+    (LOGS / f"{target}-{label}.log").write_text(out.stdout + out.stderr, encoding="utf-8")
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     if out.returncode != 0:
         sys.stdout.write(out.stdout[-3000:] + out.stderr[-3000:])
@@ -58,8 +64,11 @@ def measure(target: str) -> tuple[str, bool]:
         clone = scratch / "clone"  # a clean clone of this checkout's HEAD
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         venvs = scratch / "venvs"  # empty: every environment is built
-        cold = timed(target, clone, venvs)
-        warm = timed(target, clone, venvs)
+        cold = timed(target, clone, venvs, "cold")
+        warm = timed(target, clone, venvs, "warm")
+        parts = doc_block.read(clone / "docs" / "maintainers.md", "matrix-times")
+        if target == "test" and parts is not None:
+            doc_block.write(DOC, "matrix-times", parts)  # the warm full run's part times
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     kind, bound = BOUNDS[target]

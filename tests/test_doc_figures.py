@@ -179,3 +179,18 @@ def test_every_link_to_a_file_resolves(page: str) -> None:
     links = [t for t in LINK.findall(path.read_text(encoding="utf-8")) if "://" not in t]
     missing = [t for t in links if not (path.parent / t).exists()]
     assert not missing, f"{page} links to files that do not exist: {missing}"
+
+
+def test_a_block_reads_back_what_was_written_and_nothing_else(tmp_path: Path) -> None:
+    """bench/env_times.py carries the warm run's ``matrix-times`` block from its clone."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import doc_block
+
+    page = tmp_path / "page.md"
+    page.write_text("before\n<!-- times:start -->\nold\n<!-- times:end -->\nafter\n")
+    doc_block.write(page, "times", "new\n\nlines")
+    assert doc_block.read(page, "times") == "new\n\nlines"
+    assert page.read_text().startswith("before\n") and page.read_text().endswith("\nafter\n")
+    assert doc_block.read(page, "other") is None

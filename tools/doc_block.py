@@ -23,6 +23,14 @@ def replaced(text: str, name: str, body: str) -> str:
     return f"{head}{start}\n{body}\n{end}{tail}"
 
 
+def read(path: Path, name: str) -> str | None:
+    """The body of block ``name`` in the file at ``path``; None when it has none."""
+    start, end = markers(name)
+    _, found, rest = path.read_text(encoding="utf-8").partition(start)
+    body, closed, _ = rest.partition(end)
+    return body.strip("\n") if found and closed else None
+
+
 def write(path: Path, name: str, body: str, heading: str | None = None) -> None:
     """Rewrite block ``name`` of the file at ``path``. With ``heading``, a file (or a file
     without the block) gets the block appended under that heading first; without it a missing

@@ -15,6 +15,9 @@
 
 PYTHON ?= python3.11
 export PYTHON
+# Every command below writes bytecode as it imports (tools/release_python.sh says why): the
+# vLLM servers, the tools venv and the builds run outside that script.
+unexport PYTHONDONTWRITEBYTECODE
 VENVS ?= .venvs
 WHEEL_DIR := build/wheel
 # The two releases the quick loop uses (the seed's and the newest); the full list is

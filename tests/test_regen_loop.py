@@ -312,63 +312,39 @@ def test_a_torn_last_line_is_counted_kept_aside_and_cut(tmp_path: Path) -> None:
         taken.release()
 
 
-def test_a_torn_row_takes_the_complete_rows_of_its_conversation_aside_with_it(
-    tmp_path: Path,
+A_ROW, B_ROW = b'{"id": "a_gen0", "primary_id": "a"}\n', b'{"id": "b_gen0", "primary_id": "b"}\n'
+C_ROWS = b'{"id": "c_gen0", "primary_id": "c"}\n{"id": "c_gen1", "primary_id": "c"}\n'
+#: case -> (rows kept, rows that go aside with the tail, the torn tail). A conversation is one
+#: write, so the complete rows just before a torn tail that may belong to it were cut by the
+#: same kill: they go aside with it (counted), so upstream's load_seen does not count that
+#: conversation done and it is regenerated whole. Rows of other conversations stay.
+TORN_TAILS = {
+    # the tail names its conversation (c): c's complete rows go with it
+    "named": (A_ROW + B_ROW, C_ROWS, b'{"id": "c_gen2", "primary_id": "c", "inp'),
+    # every write ends in a newline: a last row without one is a write cut right after a row's
+    # closing brace (c's gen2 never written)
+    "whole row, no newline": (A_ROW, C_ROWS.split(b"\n")[0] + b"\n",
+                              b'{"id": "c_gen1", "primary_id": "c"}'),
+    # the bytes do not say whose row it is: it may be the same write as the conversation just
+    # before it, which goes with it; earlier conversations stay
+    "too short to name one": (A_ROW + B_ROW, C_ROWS, b'{"id": "c_ge'),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", TORN_TAILS)
+def test_a_torn_tail_takes_the_rows_of_its_conversation_aside_with_it(
+    case: str, tmp_path: Path
 ) -> None:
-    """A conversation is one write: complete rows just before a torn one that share its
-    primary_id were cut by the same kill; they go aside with it (counted), so upstream's
-    load_seen does not count that conversation done. Rows of other conversations stay."""
+    kept, aside, torn = TORN_TAILS[case]
     final = tmp_path / "out.jsonl"
-    kept = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}\n'
-    same = b'{"id": "c_gen0", "primary_id": "c"}\n{"id": "c_gen1", "primary_id": "c"}\n'
-    torn = b'{"id": "c_gen2", "primary_id": "c", "inp'
-    final.write_bytes(kept + same + torn)
+    final.write_bytes(kept + aside + torn)
     taken = output.take(final, resume=True)
     try:
-        assert taken.torn == 3
+        assert taken.torn == aside.count(b"\n") + 1
         assert taken.partial.read_bytes() == kept
-        assert output.torn_path(final).read_bytes() == same + torn + b"\n"
-        assert upstream().load_seen(str(taken.partial)) == {"a", "b"}
-    finally:
-        taken.release()
-
-
-def test_a_whole_last_row_without_its_newline_is_torn_with_its_conversation(
-    tmp_path: Path,
-) -> None:
-    """Every write ends in a newline: a last row without one is a write cut right after a row's
-    closing brace (c's gen2 never written). It goes aside with the rows of its conversation
-    just before it, so c is regenerated whole, not kept half as done."""
-    final = tmp_path / "out.jsonl"
-    kept = b'{"id": "a_gen0", "primary_id": "a"}\n'
-    same = b'{"id": "c_gen0", "primary_id": "c"}\n'
-    last = b'{"id": "c_gen1", "primary_id": "c"}'
-    final.write_bytes(kept + same + last)
-    taken = output.take(final, resume=True)
-    try:
-        assert taken.torn == 2 and taken.partial.read_bytes() == kept
-        assert output.torn_path(final).read_bytes() == same + last + b"\n"
-        assert upstream().load_seen(str(taken.partial)) == {"a"}
-    finally:
-        taken.release()
-
-
-def test_a_torn_tail_too_short_to_name_its_conversation_takes_the_last_one_aside(
-    tmp_path: Path,
-) -> None:
-    """``{"id": "c_ge``: the bytes do not say whose row it is; it may be the same write as the
-    complete rows just before it, so their conversation goes aside with it (regenerated, not
-    kept half). Earlier conversations stay."""
-    final = tmp_path / "out.jsonl"
-    kept = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}\n'
-    last = b'{"id": "c_gen0", "primary_id": "c"}\n{"id": "c_gen1", "primary_id": "c"}\n'
-    torn = b'{"id": "c_ge'
-    final.write_bytes(kept + last + torn)
-    taken = output.take(final, resume=True)
-    try:
-        assert taken.torn == 3 and taken.partial.read_bytes() == kept
-        assert output.torn_path(final).read_bytes() == last + torn + b"\n"
-        assert upstream().load_seen(str(taken.partial)) == {"a", "b"}
+        assert output.torn_path(final).read_bytes() == aside + torn + b"\n"
+        seen = {line.split(b'"primary_id": "')[1][:1].decode() for line in kept.splitlines()}
+        assert upstream().load_seen(str(taken.partial)) == seen
     finally:
         taken.release()
 

@@ -66,16 +66,22 @@ def proxy(server: Any) -> Any:
     forward.close()
 
 
-def regen(
-    release: str, cwd: Path, endpoint: str, model: Path, *args: str, upstream: bool = False,
-    data: str = "data.jsonl", out: str = "out.jsonl",
-) -> subprocess.CompletedProcess:  # fmt: skip
-    command, env = release_command(
+def regen_command(
+    release: str, endpoint: str, model: Path, *args: str, upstream: bool = False,
+    data: str = "data.jsonl", out: str = "out.jsonl", concurrency: int = 2,
+) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """(command, environment) of one regenerate-responses run of ``release``."""
+    return release_command(
         release, *(UPSTREAM if upstream else ENTRY), "--endpoint",
         endpoint + "/v1/chat/completions", "--model", str(model), "--dataset", data,
-        "--outfile", out, "--max-tokens", str(regen_data.MAX_TOKENS), "--concurrency", "2", *args,
-        **(FIXES_OFF if upstream else {}),
+        "--outfile", out, "--max-tokens", str(regen_data.MAX_TOKENS),
+        "--concurrency", str(concurrency), *args, **(FIXES_OFF if upstream else {}),
     )  # fmt: skip
+
+
+def regen(release: str, cwd: Path, endpoint: str, model: Path, *args: str,
+          **options: Any) -> subprocess.CompletedProcess:  # fmt: skip
+    command, env = regen_command(release, endpoint, model, *args, **options)
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env, timeout=900)
 
 
@@ -237,11 +243,9 @@ def test_server_killed_mid_run_then_resumed(
         for i in range(60)
     ]  # fmt: skip
     (tmp_path / "many.jsonl").write_text("".join(json.dumps(r) + "\n" for r in many))
-    command, env = release_command(
-        release, *ENTRY, "--endpoint", proxy.url + "/v1/chat/completions", "--model",
-        str(target), "--dataset", "many.jsonl", "--outfile", "out.jsonl", "--concurrency", "1",
-        "--max-tokens", str(regen_data.MAX_TOKENS), "--max-retries", "1",
-    )  # fmt: skip
+    command, env = regen_command(
+        release, proxy.url, target, "--max-retries", "1", data="many.jsonl", concurrency=1
+    )
     run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)  # fmt: skip
     partial = tmp_path / "out.partial.jsonl"
@@ -346,11 +350,7 @@ def test_two_runs_at_once_one_is_refused(
 ) -> None:
     chats = _chats("two", 6)
     _write(tmp_path / "data.jsonl", chats)
-    command, env = release_command(
-        release, *ENTRY, "--endpoint", proxy.url + "/v1/chat/completions", "--model",
-        str(target), "--dataset", "data.jsonl", "--outfile", "out.jsonl", "--concurrency", "1",
-        "--max-tokens", str(regen_data.MAX_TOKENS), "--resume",
-    )  # fmt: skip
+    command, env = regen_command(release, proxy.url, target, "--resume", concurrency=1)
     with proxy.hold():  # the first run's requests wait: it is mid-run, holding its lock
         first = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -372,11 +372,7 @@ def test_sigkill_then_resume_drops_the_torn_line_and_keeps_the_rows(
 ) -> None:
     chats = _chats("kill", 10)
     _write(tmp_path / "data.jsonl", chats)
-    command, env = release_command(
-        release, *ENTRY, "--endpoint", proxy.url + "/v1/chat/completions", "--model",
-        str(target), "--dataset", "data.jsonl", "--outfile", "out.jsonl", "--concurrency", "1",
-        "--max-tokens", str(regen_data.MAX_TOKENS),
-    )  # fmt: skip
+    command, env = regen_command(release, proxy.url, target, concurrency=1)
     run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)  # fmt: skip
     partial = tmp_path / "out.partial.jsonl"

@@ -55,7 +55,8 @@ OWN_PASSES = ("pure", "vllm")
 #: the ``vllm`` tests of regenerate-responses (a generation server), a pass of their own
 REGEN_TESTS = "test_regenerate_responses.py"
 #: seconds, before a run on this machine was timed
-GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400}
+GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400,
+           "vllm:render": 900, "vllm:regen": 600, "pipeline": 600}  # fmt: skip
 #: tools/environments.py, run as a part of its own
 ENVS = [sys.executable, str(ROOT / "tools" / "environments.py")]
 
@@ -253,12 +254,11 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         regen = [str(ROOT / "tests" / REGEN_TESTS)]
         render = [f"--ignore={regen[0]}", *tests_dir]
         for name, paths in (("vllm:render", render), ("vllm:regen", regen)):
-            jobs.append(
-                Job(name, "test", tests(name, newest, "cpu", "vllm", paths), (*needs, *vision_venv))
-            )
+            run = tests(name, newest, "cpu", "vllm", paths)
+            jobs.append(Job(name, "test", run, (*needs, *vision_venv), GUESSES[name]))
         # make test-pipeline's tests; composite checkpoints are prepared on the vision venv
         run = tests("pipeline", newest, "cpu", "not pure", [str(ROOT / "tests" / "pipeline")])
-        jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), 300))
+        jobs.append(Job("pipeline", "test", run, (*needs, *vision_venv), GUESSES["pipeline"]))
     return jobs
 
 

@@ -15,8 +15,8 @@
 
 PYTHON ?= python3.11
 export PYTHON
-# Every command below writes bytecode as it imports (tools/release_python.sh says why): the
-# vLLM servers, the tools venv and the builds run outside that script.
+# Every command below writes bytecode as it imports (uv installs none; docs/maintainers.md says
+# why): the vLLM servers, the tools venv and the builds run outside tools/release_python.sh.
 unexport PYTHONDONTWRITEBYTECODE
 VENVS ?= .venvs
 WHEEL_DIR := build/wheel

@@ -27,8 +27,7 @@ def read(path: Path, name: str) -> str | None:
     """The body of block ``name`` in the file at ``path``; None when it has none."""
     start, end = markers(name)
     _, found, rest = path.read_text(encoding="utf-8").partition(start)
-    body, closed, _ = rest.partition(end)
-    return body.strip("\n") if found and closed else None
+    return rest.partition(end)[0].strip("\n") if found and end in rest else None
 
 
 def write(path: Path, name: str, body: str, heading: str | None = None) -> None:

@@ -3,16 +3,13 @@
 Usage: python tools/matrix.py [--quick] [--main SOURCE] [--jobs N] [--build-jobs N] [RELEASE ...]
 [-- PYTEST-ARGS]. Target: CI on 2-core machines, under 50 minutes (10 for --quick). Parts, each
 a job of tools/scheduler.py, started as soon as what it needs is built:
-- ``lint`` (ruff); builds (tools/environments.py: tools, base-cpu, base-vision, one folder per
-  release, vllm, the real Qwen vocabulary; ``install:cpu``/``install:vision``: this package's
-  wheel into this checkout's own venvs, so two checkouts each test their own code);
-- ``pure``: tests marked ``pure``, once, on the newest release;
-- ``suite:<release>``: every other test of tests/ on that release, then ``status --json`` for
-  the release x fix table (not the ``pure``/``vllm`` tests, tests/pipeline, or ``vision``
-  tests, which deselect themselves on the CPU base);
-- ``vision:<release>`` (base-vision, 0.6.0.2 and later), ``vllm:render`` and ``vllm:regen`` (a
-  real vLLM: rendering, and regenerate-responses' generation) and ``pipeline`` (tests/pipeline),
-  on the newest release.
+- ``lint`` (ruff); builds (tools/environments.py) and ``install:cpu``/``install:vision`` (this
+  package's wheel into this checkout's own venvs: two checkouts each test their own code);
+- ``pure`` (tests marked ``pure``) once; ``suite:<release>`` (every other test but the ``vllm``
+  ones and tests/pipeline; ``vision`` tests deselect themselves on the CPU base) per release,
+  then ``status --json`` for the release x fix table; ``vision:<release>`` (base-vision, 0.6.0.2+);
+- ``vllm:render``, ``vllm:regen`` (a real vLLM: rendering; regenerate-responses' generation) and
+  ``pipeline`` (tests/pipeline), on the newest release.
 ``--main SOURCE``: only the suite, on speculators from upstream's main (``rel/main``; SOURCE a git
 URL, URL@REF or a local checkout), ending ``main: N passed, M failed`` and the fixes whose state
 differs from the newest release's. At the end: each part's wall time, the release x fix table,
@@ -52,8 +49,6 @@ VISION_FROM = "0.6.0.2"  # the first release that loads an AutoProcessor
 #: Tests that run in a pass of their own, not in every release's suite. (``vision`` tests
 #: deselect themselves on the CPU base, and tests/conftest.py refuses "vision" in -m there.)
 OWN_PASSES = ("pure", "vllm")
-#: the ``vllm`` tests of regenerate-responses (a generation server), a pass of their own
-REGEN_TESTS = "test_regenerate_responses.py"
 #: seconds, before a run on this machine was timed
 GUESSES = {"build:base-vision": 240, "build:vllm": 240, "build:rel": 90, "suite": 400,
            "vllm:render": 900, "vllm:regen": 600, "pipeline": 600}  # fmt: skip
@@ -251,7 +246,7 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         # tests/test_vllm_images.py runs prepare_data of 0.8+ on the vision venv too
         vision_venv = ("install:vision",) if vision else ()
         # two passes, each with its own servers, so neither alone is the run's critical path
-        regen = [str(ROOT / "tests" / REGEN_TESTS)]
+        regen = [str(ROOT / "tests" / "test_regenerate_responses.py")]  # a generating vLLM
         render = [f"--ignore={regen[0]}", *tests_dir]
         for name, paths in (("vllm:render", render), ("vllm:regen", regen)):
             run = tests(name, newest, "cpu", "vllm", paths)
@@ -355,9 +350,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="test passes at once")
     parser.add_argument("--build-jobs", type=int, default=1, help="builds at once (beside tests)")
     parser.add_argument("releases", nargs="*", help="default: every release in releases.py")
-    own, pytest_args = (
-        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    )
+    split = argv.index("--") if "--" in argv else len(argv)
+    own, pytest_args = argv[:split], argv[split + 1 :]
     args, unknown = parser.parse_known_args(own)
     pytest_args = unknown + pytest_args
     for release in args.releases:
@@ -376,14 +370,9 @@ def main(argv: list[str]) -> int:
     jobs = plan(args, pytest_args, states)
     print(f"matrix: {len(jobs)} parts, {args.jobs} test and {args.build_jobs} build at a time; "
           f"logs in {LOGS.relative_to(ROOT)}/", flush=True)  # fmt: skip
-    outcomes = run_jobs(
-        jobs,
-        {"test": args.jobs, "build": args.build_jobs},
-        venvs() / ".timings.json",
-        progress,
-        # a run narrowed by pytest arguments (-k, paths) times a part of the parts: not recorded
-        record=not pytest_args,
-    )
+    # a run narrowed by pytest arguments (-k, paths) times a part of the parts: not recorded
+    slots = {"test": args.jobs, "build": args.build_jobs}
+    outcomes = run_jobs(jobs, slots, venvs() / ".timings.json", progress, record=not pytest_args)
     by_name = {o.name: o for o in outcomes}
     total = time.monotonic() - started
     times = times_table(outcomes, total)
@@ -392,12 +381,10 @@ def main(argv: list[str]) -> int:
     rendered = fix_table(ordered, by_name)
     (BUILD / "matrix.md").write_text(rendered + "\n")
     print("\n" + rendered)
-    for o in outcomes:
-        if o.ok is False:
-            log = LOGS / f"{o.name.replace(':', '-')}.log"
-            tail = log.read_text().splitlines()[-15:] if log.is_file() else []
-            print(f"\n-- {o.name} failed; last lines of {log.relative_to(ROOT)}:")
-            print("\n".join(tail))
+    for o in (o for o in outcomes if o.ok is False):
+        log = LOGS / f"{o.name.replace(':', '-')}.log"
+        tail = log.read_text().splitlines()[-15:] if log.is_file() else []
+        print(f"\n-- {o.name} failed; last lines of {log.relative_to(ROOT)}:\n" + "\n".join(tail))
     tests = [counts(o.summary) for o in outcomes if o.kind == "test"]
     passed, failed = sum(p for p, _ in tests), sum(f for _, f in tests)
     broken = [o.name for o in outcomes if not o.ok]

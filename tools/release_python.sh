@@ -22,9 +22,6 @@ export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 # Console scripts (speculators, torchrun) as a user's venv has them: this venv's bin first (the
 # base's scripts, run by the python beside them), then the release's (`#!/usr/bin/env python`).
 export PATH="$venv/bin:$site/bin:$PATH"
-# uv installs no bytecode (pip compiled it at install): with PYTHONDONTWRITEBYTECODE set, as some
-# shells and CI runners set it, every interpreter compiled torch's and transformers' sources
-# again, 18 s of CPU per start instead of 7.5 s. Python writes each module's .pyc on first
-# import (atomically: concurrent runs are safe), so only what the runs import is compiled, once.
+# uv installs no bytecode: Python writes it on first import (docs/maintainers.md says why)
 unset PYTHONDONTWRITEBYTECODE
 exec "$venv/bin/python" "$@"

@@ -58,13 +58,9 @@ def _expected(jobs: dict[str, Job], timings: dict[str, float]) -> dict[str, floa
     return {name: rank(name) for name in jobs}
 
 
-def run_jobs(
-    jobs: list[Job],
-    slots: dict[str, int],
-    timings_file: Path | None = None,
-    on_done: Callable[[Outcome], None] | None = None,
-    record: bool = True,
-) -> list[Outcome]:
+def run_jobs(jobs: list[Job], slots: dict[str, int], timings_file: Path | None = None,
+             on_done: Callable[[Outcome], None] | None = None,
+             record: bool = True) -> list[Outcome]:  # fmt: skip
     """Run every job once its needs passed; returns outcomes in the order they finished."""
     by_name = {job.name: job for job in jobs}
     for job in jobs:

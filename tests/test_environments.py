@@ -6,6 +6,7 @@
   and says so in one line; a build that succeeds is a link to a store folder, reused while its
   recipe is the same; a changed recipe is a new store folder, and the old one stays as it was
   for a run still reading it. Real uv venvs (no package downloads: empty venvs).
+- two runs wanting one recipe at once build it once: the second waits for the first's folder.
 - with several package sources the wheel this Python ranks best among all of them is installed,
   as pip does (uv alone takes the first source's): two local indexes, a real uv.
 """
@@ -82,6 +83,28 @@ def test_an_environment_is_absent_or_whole(
     second = environments.build("plain", {"check": ["json", "csv"]})  # a new recipe
     assert second != first and (venvs / "plain").resolve() == second
     assert marker.read_text() == "a run reads this"  # the old store folder stays whole
+
+
+def test_two_runs_build_one_recipe_once(tmp_path: Path) -> None:
+    """Two processes start the same slow build together: one builds, the other waits and takes
+    its folder (without the lock both would build, and both would say so)."""
+    slow = tmp_path / "slow.py"
+    slow.write_text("import sys, time\ntime.sleep(2)\nopen(sys.argv[1] + '/made', 'a').write('x')")
+    call = (
+        f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import environments; "
+        f"print(environments.build('slow', {{'script': {str(slow)!r}}}))"
+    )
+    env = {**os.environ, "VENVS": str(tmp_path / "venvs")}
+    runs = [
+        subprocess.Popen([sys.executable, "-c", call], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [run.communicate(timeout=120)[0].splitlines() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    assert sum(line.startswith("built slow") for out in outs for line in out) == 1
+    assert outs[0][-1] == outs[1][-1]  # the same store folder
+    assert (Path(outs[0][-1]) / "made").read_text() == "x"  # its script ran once
+    assert [p.name for p in (tmp_path / "venvs" / ".store").iterdir()] == [Path(outs[0][-1]).name]
 
 
 def _index(root: Path, tag: str) -> str:

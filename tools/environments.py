@@ -5,7 +5,9 @@ Where: $VENVS, else the checkout's .venvs (a link to ~/.cache/speculators-qwen-c
 NAME is a link to ``.store/NAME-HASH`` (HASH: its recipe, this builder, the Python, the sources),
 built in a scratch folder, checked (a failed install or import, or torch in a folder, fails it
 and replaces nothing), renamed into the store, then the link swapped: an environment is absent
-or whole, and a run reading an old store folder is undisturbed. ``rel/main``: the newest
+or whole, and a run reading an old store folder is undisturbed; two runs wanting one recipe
+build it once (a lock per store name in ``.locks``: the second waits). A folder's packages go in
+before its base is built (``--target`` ignores the interpreter's). ``rel/main``: the newest
 release's folder with upstream's main ($SPECULATORS_GIT: git URL[@REF] or local checkout).
 ``install BASE``: build/venv-BASE, this package's wheel (not editable) in a venv whose
 ``00_base_venv.pth`` adds the shared base's site-packages: a checkout never writes into a base.
@@ -106,27 +108,27 @@ def build(name: str, spec: dict | None = None) -> Path:
     data = table()
     spec = spec or spec_of(name)
     venvs = folder()
-    over = build(spec["over"]) if "over" in spec else None
     link = venvs / name
     store = venvs / ".store" / f"{name.replace('/', '-')}-{digest(spec, data['common'])}"
-    if not store.is_dir():
-        store.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f"{store.name}.", suffix=".tmp", dir=store.parent))
-        scratch.chmod(0o755)
-        try:
-            make(scratch, spec, data, over)
-        except BaseException as error:  # killed or failed: no scratch folder is left behind
-            shutil.rmtree(scratch, ignore_errors=True)
-            if not isinstance(error, (BuildError, OSError)):
-                raise
-            fail(f"could not build {name} ({error}): nothing was replaced")
-        try:
+    locks = venvs / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / store.name, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another run building this recipe: wait, reuse its folder
+        if not store.is_dir():
+            store.parent.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(".tmp", f"{store.name}.", store.parent))
+            scratch.chmod(0o755)
+            try:
+                make(scratch, spec, data)
+            except BaseException as error:  # killed or failed: no scratch folder is left behind
+                shutil.rmtree(scratch, ignore_errors=True)
+                if not isinstance(error, (BuildError, OSError)):
+                    raise
+                fail(f"could not build {name} ({error}): nothing was replaced")
             scratch.rename(store)
-        except OSError:  # another run finished the same build first: its folder is used
-            shutil.rmtree(scratch, ignore_errors=True)
-            if not store.is_dir():
-                raise
-        print(f"built {name} ({store})", flush=True)
+            print(f"built {name} ({store})", flush=True)
+    if "over" in spec:
+        build(spec["over"])  # current, and its link in place (a run needs both)
     if link.exists() and not link.is_symlink():  # a real folder: never replaced
         fail(f"{link} was built by the pip-based tools: set VENVS to another folder or move it")
     if not link.is_symlink() or link.resolve() != store:
@@ -146,15 +148,16 @@ def uv_command(*args: str) -> list[str]:
     return [uv.binary(table()["uv"]), *args]
 
 
-def make(scratch: Path, spec: dict, data: dict, over: Path | None) -> None:
-    """Build one environment into ``scratch``: a venv, or a folder run over ``over``."""
+def make(scratch: Path, spec: dict, data: dict) -> None:
+    """Build one environment into ``scratch``: a venv, or a folder run over another."""
     env, sources = uv.environment(), uv.source_args()
     packages = [*spec.get("packages", []), *(data["common"] if spec.get("common") else [])]
+    over = spec.get("over")
     if over is None:
         run(uv_command("venv", "-q", "--relocatable", "--python", PYTHON, str(scratch)), env=env)
         python, target, check_env = scratch / "bin" / "python", [], dict(os.environ)
-    else:
-        python = over / "bin" / "python"
+    else:  # the plain interpreter: the base may still be building (see the docstring)
+        python = Path(PYTHON)
         site = scratch / "site-packages"
         target = ["--target", str(site)]
         check_env = {**os.environ, "PYTHONPATH": str(site)}
@@ -176,6 +179,8 @@ def make(scratch: Path, spec: dict, data: dict, over: Path | None) -> None:
                 script.write_text(f"#!/usr/bin/env python\n{body}")
     if over is not None and (site / "torch").exists():
         raise BuildError("the folder holds torch, which would shadow the base's: fix its packages")
+    if over is not None:  # built meanwhile by this run or another (its lock)
+        python = build(over) / "bin" / "python"
     if "script" in spec:
         run([str(python), str(ROOT / spec["script"]), str(scratch)])
     if spec.get("check"):

@@ -7,6 +7,8 @@
   recipe is the same; a changed recipe is a new store folder, and the old one stays as it was
   for a run still reading it. Real uv venvs (no package downloads: empty venvs).
 - two runs wanting one recipe at once build it once: the second waits for the first's folder.
+- a folder's ``check_alone`` runs before its base is built, with nothing but the folder and the
+  stdlib: a failure leaves no base, folder or link; ``check`` runs over the built base.
 - with several package sources the wheel this Python ranks best among all of them is installed,
   as pip does (uv alone takes the first source's): two local indexes, a real uv.
 """
@@ -105,6 +107,25 @@ def test_two_runs_build_one_recipe_once(tmp_path: Path) -> None:
     assert outs[0][-1] == outs[1][-1]  # the same store folder
     assert (Path(outs[0][-1]) / "made").read_text() == "x"  # its script ran once
     assert [p.name for p in (tmp_path / "venvs" / ".store").iterdir()] == [Path(outs[0][-1]).name]
+
+
+def test_a_folder_is_checked_alone_before_its_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environments = _load("environments")
+    venvs = tmp_path / "venvs"
+    monkeypatch.setenv("VENVS", str(venvs))
+    bases = {"base": {"check": ["json"]}}
+    monkeypatch.setattr(environments, "spec_of", bases.__getitem__)
+    with pytest.raises(SystemExit):  # the folder is empty: only the stdlib imports
+        environments.build("folder", {"over": "base", "check_alone": ["pytest"]})
+    assert not (venvs / "base").exists() and not (venvs / "folder").is_symlink()
+    assert list((venvs / ".store").iterdir()) == []  # the base was never started
+    folder = {"over": "base", "check_alone": ["json"], "check": ["csv"]}
+    built = environments.build("folder", folder)
+    assert (venvs / "folder").resolve() == built and (venvs / "base" / "bin" / "python").exists()
+    with pytest.raises(SystemExit):  # ``check`` runs over the base, whose venv has no pytest
+        environments.build("other", {"over": "base", "check": ["pytest"]})
 
 
 def _index(root: Path, tag: str) -> str:

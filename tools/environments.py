@@ -179,6 +179,9 @@ def make(scratch: Path, spec: dict, data: dict) -> None:
                 script.write_text(f"#!/usr/bin/env python\n{body}")
     if over is not None and (site / "torch").exists():
         raise BuildError("the folder holds torch, which would shadow the base's: fix its packages")
+    if spec.get("check_alone"):  # stdlib and the folder only (-S): no base needed, none waited for
+        quiet = {**check_env, "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}  # "PyTorch was not found"
+        run([PYTHON, "-S", "-c", f"import {', '.join(spec['check_alone'])}"], env=quiet)
     if over is not None:  # built meanwhile by this run or another (its lock)
         python = build(over) / "bin" / "python"
     if "script" in spec:

@@ -115,9 +115,8 @@ patches: tools-venv
 support-table: tools-venv
 	$(VENVS)/tools/bin/python tools/support_table.py
 
-# The wheel and the release folder build side by side (both wait for one base-cpu build).
-demo:
-	@$(MAKE) --no-print-directory -j2 install release-$(DEMO_RELEASE)
+# The release folder first: base-cpu builds beside its installs (tools/environments.py).
+demo: release-$(DEMO_RELEASE) install
 	@rm -rf demo-output
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 tools/release_python.sh $(DEMO_RELEASE) \
 		-m speculators_qwen_compat.prepare_data \

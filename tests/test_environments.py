@@ -7,8 +7,8 @@
   recipe is the same; a changed recipe is a new store folder, and the old one stays as it was
   for a run still reading it. Real uv venvs (no package downloads: empty venvs).
 - two runs wanting one recipe at once build it once: the second waits for the first's folder.
-- a folder's ``check_alone`` runs before its base is built, with nothing but the folder and the
-  stdlib: a failure leaves no base, folder or link; ``check`` runs over the built base.
+- a folder's ``check_alone`` sees nothing but the folder and the stdlib, ``check`` the built
+  base's packages too; a failed check leaves no folder and no link.
 - with several package sources the wheel this Python ranks best among all of them is installed,
   as pip does (uv alone takes the first source's): two local indexes, a real uv.
 """
@@ -19,6 +19,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -88,44 +89,62 @@ def test_an_environment_is_absent_or_whole(
 
 
 def test_two_runs_build_one_recipe_once(tmp_path: Path) -> None:
-    """Two processes start the same slow build together: one builds, the other waits and takes
-    its folder (without the lock both would build, and both would say so)."""
+    """A second run starts while the first is building the same recipe: it says it waits, then
+    takes the first's folder (without the lock both would build, and both would say so)."""
     slow = tmp_path / "slow.py"
-    slow.write_text("import sys, time\ntime.sleep(2)\nopen(sys.argv[1] + '/made', 'a').write('x')")
+    slow.write_text("import sys, time\ntime.sleep(3)\nopen(sys.argv[1] + '/made', 'a').write('x')")
     call = (
         f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import environments; "
         f"print(environments.build('slow', {{'script': {str(slow)!r}}}))"
     )
     env = {**os.environ, "VENVS": str(tmp_path / "venvs")}
-    runs = [
-        subprocess.Popen([sys.executable, "-c", call], env=env, stdout=subprocess.PIPE, text=True)
-        for _ in range(2)
-    ]
+    store = tmp_path / "venvs" / ".store"
+
+    def start() -> subprocess.Popen:
+        command = [sys.executable, "-c", call]
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+
+    first = start()
+    deadline = time.monotonic() + 60
+    while not (store.is_dir() and any(store.glob("*.tmp"))):  # the first is building
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    runs = [first, start()]
     outs = [run.communicate(timeout=120)[0].splitlines() for run in runs]
     assert [run.returncode for run in runs] == [0, 0]
-    assert sum(line.startswith("built slow") for out in outs for line in out) == 1
+    assert (
+        outs[0][0].startswith("built slow")
+        and outs[1][0] == "waiting for another run's build of slow"
+    )
     assert outs[0][-1] == outs[1][-1]  # the same store folder
     assert (Path(outs[0][-1]) / "made").read_text() == "x"  # its script ran once
-    assert [p.name for p in (tmp_path / "venvs" / ".store").iterdir()] == [Path(outs[0][-1]).name]
+    assert [p.name for p in store.iterdir()] == [Path(outs[0][-1]).name]
 
 
-def test_a_folder_is_checked_alone_before_its_base(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_folder_is_checked_alone_then_over_its_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
+    """``check_alone`` sees the stdlib and the folder, not the base's packages nor the plain
+    interpreter's (-S: pip); ``check`` sees the base's. A failed check leaves no folder, no link."""
     environments = _load("environments")
     venvs = tmp_path / "venvs"
     monkeypatch.setenv("VENVS", str(venvs))
-    bases = {"base": {"check": ["json"]}}
+    only_in_base = tmp_path / "only_in_base.py"  # the base's script puts a module in its venv
+    only_in_base.write_text(
+        "import pathlib, sys, sysconfig\n"
+        "pathlib.Path(sysconfig.get_paths()['purelib'], 'only_in_base.py').write_text('')\n"
+    )
+    bases = {"base": {"script": str(only_in_base)}}
     monkeypatch.setattr(environments, "spec_of", bases.__getitem__)
-    with pytest.raises(SystemExit):  # the folder is empty: only the stdlib imports
-        environments.build("folder", {"over": "base", "check_alone": ["pytest"]})
-    assert not (venvs / "base").exists() and not (venvs / "folder").is_symlink()
-    assert list((venvs / ".store").iterdir()) == []  # the base was never started
-    folder = {"over": "base", "check_alone": ["json"], "check": ["csv"]}
+    for alone in (["only_in_base"], ["pip"]):
+        with pytest.raises(SystemExit):
+            environments.build("folder", {"over": "base", "check_alone": alone})
+        assert "could not build folder" in capsys.readouterr().err
+        assert not (venvs / "folder").is_symlink()
+        assert not [p for p in (venvs / ".store").iterdir() if p.name.startswith("folder")]
+    folder = {"over": "base", "check_alone": ["json"], "check": ["only_in_base"]}
     built = environments.build("folder", folder)
     assert (venvs / "folder").resolve() == built and (venvs / "base" / "bin" / "python").exists()
-    with pytest.raises(SystemExit):  # ``check`` runs over the base, whose venv has no pytest
-        environments.build("other", {"over": "base", "check": ["pytest"]})
 
 
 def _index(root: Path, tag: str) -> str:

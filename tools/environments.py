@@ -6,15 +6,17 @@ NAME is a link to ``.store/NAME-HASH`` (HASH: its recipe, this builder, the Pyth
 built in a scratch folder, checked (a failed install or import, or torch in a folder, fails it
 and replaces nothing), renamed into the store, then the link swapped: an environment is absent
 or whole, and a run reading an old store folder is undisturbed; two runs wanting one recipe
-build it once (a lock per store name in ``.locks``: the second waits). A folder's packages go in
-before its base is built (``--target`` ignores the interpreter's). ``rel/main``: the newest
-release's folder with upstream's main ($SPECULATORS_GIT: git URL[@REF] or local checkout).
+build it once (a lock per store name in ``.locks``: the second waits). A folder's base builds
+in a thread beside its installs (``--target`` ignores the interpreter's packages). ``rel/main``:
+the newest release's folder with upstream's main ($SPECULATORS_GIT: git URL[@REF] or a local
+checkout).
 ``install BASE``: build/venv-BASE, this package's wheel (not editable) in a venv whose
 ``00_base_venv.pth`` adds the shared base's site-packages: a checkout never writes into a base.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -25,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
 
@@ -54,10 +58,7 @@ def table() -> dict:
 def folder() -> Path:
     """The environments' real folder ($VENVS, or the checkout's .venvs link, made when missing)."""
     link, where = ROOT / ".venvs", Path(os.environ.get("VENVS", ROOT / ".venvs"))
-    shared = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    shared = shared / "speculators-qwen-compat" / "envs"
-    if link.is_symlink() and Path(os.readlink(link)) == shared.with_name("venvs"):
-        link.unlink()  # made by the pip-based tools: that folder's layout is not this one
+    shared = uv.CACHE / "envs"
     if where == link and not link.is_symlink() and not link.exists():
         shared.mkdir(parents=True, exist_ok=True)
         link.symlink_to(shared)
@@ -96,11 +97,8 @@ def upstream_source(source: str) -> str:
 def digest(spec: dict, common: list[str]) -> str:
     script = "".join(Path(p).read_text() for p in (__file__, uv.__file__))
     script += (ROOT / spec["script"]).read_text() if "script" in spec else ""
-    text = json.dumps(
-        [spec, common if spec.get("common") else [], script, sys.version, uv.source_args()],
-        sort_keys=True,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    recipe = [spec, common if spec.get("common") else [], script, sys.version, uv.source_args()]
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def build(name: str, spec: dict | None = None) -> Path:
@@ -110,23 +108,24 @@ def build(name: str, spec: dict | None = None) -> Path:
     venvs = folder()
     link = venvs / name
     store = venvs / ".store" / f"{name.replace('/', '-')}-{digest(spec, data['common'])}"
-    locks = venvs / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / store.name, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another run building this recipe: wait, reuse its folder
-        if not store.is_dir():
-            store.parent.mkdir(parents=True, exist_ok=True)
-            scratch = Path(tempfile.mkdtemp(".tmp", f"{store.name}.", store.parent))
-            scratch.chmod(0o755)
-            try:
-                make(scratch, spec, data)
-            except BaseException as error:  # killed or failed: no scratch folder is left behind
-                shutil.rmtree(scratch, ignore_errors=True)
-                if not isinstance(error, (BuildError, OSError)):
-                    raise
-                fail(f"could not build {name} ({error}): nothing was replaced")
-            scratch.rename(store)
-            print(f"built {name} ({store})", flush=True)
+    if not store.is_dir():  # a built store is only read: a read-only or shared folder serves
+        (venvs / ".locks").mkdir(exist_ok=True)
+        with locked(venvs / ".locks" / store.name, name):
+            if not store.is_dir():
+                store.parent.mkdir(parents=True, exist_ok=True)
+                scratch = Path(tempfile.mkdtemp(".tmp", f"{store.name}.", store.parent))
+                scratch.chmod(0o755)
+                try:
+                    make(scratch, spec, data)
+                    scratch.rename(store)
+                except BaseException as error:  # killed or failed: no scratch folder is left
+                    shutil.rmtree(scratch, ignore_errors=True)
+                    if store.is_dir():  # built meanwhile where locks do not reach (NFS)
+                        return build(name, spec)
+                    if not isinstance(error, (BuildError, OSError)):
+                        raise
+                    fail(f"could not build {name} ({error}): nothing was replaced")
+                print(f"built {name} ({store})", flush=True)
     if "over" in spec:
         build(spec["over"])  # current, and its link in place (a run needs both)
     if link.exists() and not link.is_symlink():  # a real folder: never replaced
@@ -137,6 +136,22 @@ def build(name: str, spec: dict | None = None) -> Path:
         swap.symlink_to(os.path.relpath(store, link.parent))
         swap.replace(link)
     return store
+
+
+@contextlib.contextmanager
+def locked(path: Path, name: str) -> Iterator[None]:
+    """Held while NAME builds: a run wanting the same recipe waits, then takes its folder. Opened
+    read-only: any user sharing the folder may lock (where locks do not reach, NFS: see build)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another run's build of {name}", flush=True)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def run(command: list[str], **kwargs) -> None:
@@ -156,9 +171,9 @@ def make(scratch: Path, spec: dict, data: dict) -> None:
     if over is None:
         run(uv_command("venv", "-q", "--relocatable", "--python", PYTHON, str(scratch)), env=env)
         python, target, check_env = scratch / "bin" / "python", [], dict(os.environ)
-    else:  # the plain interpreter: the base may still be building (see the docstring)
-        python = Path(PYTHON)
-        site = scratch / "site-packages"
+    else:  # the base builds beside the folder's installs, which take the plain interpreter
+        base = ThreadPoolExecutor(1).submit(build, over)  # (its thread is joined at exit)
+        python, site = Path(PYTHON), scratch / "site-packages"
         target = ["--target", str(site)]
         check_env = {**os.environ, "PYTHONPATH": str(site)}
     pip = uv_command("pip", "install", "-q", "--python", str(python), *target, *sources)
@@ -174,30 +189,20 @@ def make(scratch: Path, spec: dict, data: dict) -> None:
         run([*uninstall, *spec["remove"]], env=env)
     if over is not None and (site / "bin").is_dir():
         for script in (site / "bin").iterdir():  # the venv first on PATH runs them
-            head, body = launcher(script.read_text(errors="replace"))
-            if "python" in head:
+            head, _, body = script.read_text(errors="replace").partition("\n")
+            if head.startswith("#!") and "python" in head:  # the plain interpreter's shebang
                 script.write_text(f"#!/usr/bin/env python\n{body}")
     if over is not None and (site / "torch").exists():
         raise BuildError("the folder holds torch, which would shadow the base's: fix its packages")
-    if spec.get("check_alone"):  # stdlib and the folder only (-S): no base needed, none waited for
-        quiet = {**check_env, "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}  # "PyTorch was not found"
-        run([PYTHON, "-S", "-c", f"import {', '.join(spec['check_alone'])}"], env=quiet)
-    if over is not None:  # built meanwhile by this run or another (its lock)
-        python = build(over) / "bin" / "python"
+    if spec.get("check_alone"):  # the stdlib and the folder only (-S): the base is not needed
+        alone = {**check_env, "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}  # "PyTorch was not found"
+        run([PYTHON, "-S", "-c", f"import {', '.join(spec['check_alone'])}"], env=alone)
+    if over is not None:
+        python = base.result() / "bin" / "python"
     if "script" in spec:
         run([str(python), str(ROOT / spec["script"]), str(scratch)])
     if spec.get("check"):
         run([str(python), "-c", f"import {', '.join(spec['check'])}"], env=check_env)
-
-
-def launcher(text: str) -> tuple[str, str]:
-    """(launcher, Python body) of a console script: ``#!...python`` or uv's relocatable form
-    (``#!/bin/sh``, an ``exec`` line naming the interpreter, a line closing the string)."""
-    if text.startswith("#!/bin/sh\n'''exec'"):
-        head, _, body = text.partition("\n' '''\n")
-        return head, body
-    head, _, body = text.partition("\n")
-    return (head, body) if head.startswith("#!") else ("", text)
 
 
 def wheel() -> None:
@@ -215,8 +220,7 @@ def install(base: str) -> None:
     if len(wheels) != 1:
         fail(f"expected one wheel in {WHEELS}, found {len(wheels)}: run make wheel")
     venv = ROOT / "build" / f"venv-{base}"  # build/ exists: the wheel is in it
-    with open(f"{venv}.lock", "w") as lock:  # one install at a time per checkout
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(Path(f"{venv}.lock"), venv.name):  # one install at a time per checkout
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run(uv_command("venv", "-q", "--python", PYTHON, str(venv)), check=True)
         sites = [next((d / "lib").glob("python3*/site-packages")) for d in (venv, base_dir)]

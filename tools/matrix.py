@@ -200,11 +200,9 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
         jobs.append(Job("lint", "test", lint, ("build:tools",), 5, first=True))
     builder("build:base-cpu", [*build, "base-cpu"], guess=40)
     builder("wheel", [*ENVS, "wheel"], guess=15)
+    if vision:
+        builder("build:base-vision", [*build, "base-vision"], guess=GUESSES["build:base-vision"])
     for base in ("cpu", "vision") if vision else ("cpu",):
-        if base == "vision":
-            builder(
-                "build:base-vision", [*build, "base-vision"], guess=GUESSES["build:base-vision"]
-            )
         builder(f"install:{base}", [*ENVS, "install", base], (f"build:base-{base}", "wheel"), 10)
     for release in releases:
         builder(f"build:rel-{release}", [*build, f"rel/{release}"], ("build:base-cpu",),

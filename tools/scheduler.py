@@ -120,10 +120,8 @@ def run_jobs(jobs: list[Job], slots: dict[str, int], timings_file: Path | None =
 
 
 def _load(path: Path | None) -> dict[str, float]:
-    if path is None or not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
+    try:  # none yet, or unreadable: every job's guess
+        data = json.loads(path.read_text()) if path else {}
+    except (OSError, ValueError):
         return {}
     return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}

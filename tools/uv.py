@@ -28,6 +28,8 @@ except ImportError:  # a bare interpreter: pip's own copy
     from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
 
 PYTHON = getattr(sys, "_base_executable", sys.executable)  # uv's venvs have no pip: the base's
+#: this project's per-user cache: the bootstrapped uv, the environments (tools/environments.py)
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "speculators-qwen-compat"
 DEFAULT_INDEX = "https://pypi.org/simple"  # pip's and uv's when no index-url is set
 #: pip's option -> uv's flag; each value of a pip option may hold several entries.
 FLAGS = {o: f"--{o}" for o in ("index-url", "extra-index-url", "find-links", "constraint")}
@@ -40,8 +42,7 @@ def binary(version: str) -> str:
     said = subprocess.run([found, "-V"], capture_output=True, text=True).stdout if found else ""
     if said.split()[:2] == ["uv", version]:
         return found
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    home = cache / "speculators-qwen-compat" / f"uv-{version}"
+    home = CACHE / f"uv-{version}"
     uv = home / "bin" / "uv"
     if not uv.is_file():
         home.parent.mkdir(parents=True, exist_ok=True)

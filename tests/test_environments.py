@@ -90,9 +90,15 @@ def test_an_environment_is_absent_or_whole(
 
 def test_two_runs_build_one_recipe_once(tmp_path: Path) -> None:
     """A second run starts while the first is building the same recipe: it says it waits, then
-    takes the first's folder (without the lock both would build, and both would say so)."""
+    takes the first's folder (without the lock both would build, and both would say so). The
+    first's build holds until the second has said it waits: no timing is assumed."""
+    go = tmp_path / "go"
     slow = tmp_path / "slow.py"
-    slow.write_text("import sys, time\ntime.sleep(3)\nopen(sys.argv[1] + '/made', 'a').write('x')")
+    slow.write_text(
+        f"import pathlib, sys, time\ndeadline = time.monotonic() + 30\n"
+        f"while not pathlib.Path({str(go)!r}).exists() and time.monotonic() < deadline:\n"
+        f"    time.sleep(0.05)\nopen(sys.argv[1] + '/made', 'a').write('x')\n"
+    )
     call = (
         f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import environments; "
         f"print(environments.build('slow', {{'script': {str(slow)!r}}}))"
@@ -105,17 +111,17 @@ def test_two_runs_build_one_recipe_once(tmp_path: Path) -> None:
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
 
     first = start()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while not (store.is_dir() and any(store.glob("*.tmp"))):  # the first is building
         assert first.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    runs = [first, start()]
-    outs = [run.communicate(timeout=120)[0].splitlines() for run in runs]
-    assert [run.returncode for run in runs] == [0, 0]
-    assert (
-        outs[0][0].startswith("built slow")
-        and outs[1][0] == "waiting for another run's build of slow"
-    )
+    second = start()
+    said = second.stdout.readline().strip()
+    go.write_text("")
+    outs = [run.communicate(timeout=120)[0].splitlines() for run in (first, second)]
+    assert said == "waiting for another run's build of slow"
+    assert [run.returncode for run in (first, second)] == [0, 0]
+    assert outs[0][0].startswith("built slow") and len(outs[1]) == 1  # the second built nothing
     assert outs[0][-1] == outs[1][-1]  # the same store folder
     assert (Path(outs[0][-1]) / "made").read_text() == "x"  # its script ran once
     assert [p.name for p in store.iterdir()] == [Path(outs[0][-1]).name]
@@ -134,6 +140,8 @@ def test_a_folder_is_checked_alone_then_over_its_base(
         "import pathlib, sys, sysconfig\n"
         "pathlib.Path(sysconfig.get_paths()['purelib'], 'only_in_base.py').write_text('')\n"
     )
+    plain = [environments.PYTHON, "-c", "import pip"]
+    assert subprocess.run(plain).returncode == 0  # pip, which -S must hide (tools/uv.py uses it)
     bases = {"base": {"script": str(only_in_base)}}
     monkeypatch.setattr(environments, "spec_of", bases.__getitem__)
     for alone in (["only_in_base"], ["pip"]):

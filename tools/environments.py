@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +60,8 @@ def folder() -> Path:
     """The environments' real folder ($VENVS, or the checkout's .venvs link, made when missing)."""
     link, where = ROOT / ".venvs", Path(os.environ.get("VENVS", ROOT / ".venvs"))
     shared = uv.CACHE / "envs"
+    if link.is_symlink() and Path(os.readlink(link)) == shared.with_name("venvs"):
+        link.unlink()  # made by the pip-based tools: that folder's layout is not this one
     if where == link and not link.is_symlink() and not link.exists():
         shared.mkdir(parents=True, exist_ok=True)
         link.symlink_to(shared)
@@ -117,11 +120,9 @@ def build(name: str, spec: dict | None = None) -> Path:
                 scratch.chmod(0o755)
                 try:
                     make(scratch, spec, data)
-                    scratch.rename(store)
+                    scratch.rename(store)  # (built meanwhile where locks do not reach: fails)
                 except BaseException as error:  # killed or failed: no scratch folder is left
                     shutil.rmtree(scratch, ignore_errors=True)
-                    if store.is_dir():  # built meanwhile where locks do not reach (NFS)
-                        return build(name, spec)
                     if not isinstance(error, (BuildError, OSError)):
                         raise
                     fail(f"could not build {name} ({error}): nothing was replaced")
@@ -132,7 +133,7 @@ def build(name: str, spec: dict | None = None) -> Path:
         fail(f"{link} was built by the pip-based tools: set VENVS to another folder or move it")
     if not link.is_symlink() or link.resolve() != store:
         link.parent.mkdir(parents=True, exist_ok=True)
-        swap = link.with_name(f".{link.name}.{os.getpid()}")
+        swap = link.with_name(f".{link.name}.{os.getpid()}.{threading.get_native_id()}")
         swap.symlink_to(os.path.relpath(store, link.parent))
         swap.replace(link)
     return store
@@ -140,15 +141,17 @@ def build(name: str, spec: dict | None = None) -> Path:
 
 @contextlib.contextmanager
 def locked(path: Path, name: str) -> Iterator[None]:
-    """Held while NAME builds: a run wanting the same recipe waits, then takes its folder. Opened
-    read-only: any user sharing the folder may lock (where locks do not reach, NFS: see build)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    """Held while NAME builds: a run wanting the same recipe waits, then takes its folder."""
     try:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             print(f"waiting for another run's build of {name}", flush=True)
             fcntl.flock(descriptor, fcntl.LOCK_EX)
+    except OSError as error:  # not ours to write, or no locks on this file system (NFS)
+        fail(f"cannot lock {path} ({error}): set VENVS to a folder of yours on a local disk")
+    try:
         yield
     finally:
         os.close(descriptor)
@@ -187,13 +190,16 @@ def make(scratch: Path, spec: dict, data: dict) -> None:
     if spec.get("remove"):
         uninstall = uv_command("pip", "uninstall", "-q", "--python", str(python), *target)
         run([*uninstall, *spec["remove"]], env=env)
-    if over is not None and (site / "bin").is_dir():
-        for script in (site / "bin").iterdir():  # the venv first on PATH runs them
-            head, _, body = script.read_text(errors="replace").partition("\n")
-            if head.startswith("#!") and "python" in head:  # the plain interpreter's shebang
-                script.write_text(f"#!/usr/bin/env python\n{body}")
-    if over is not None and (site / "torch").exists():
-        raise BuildError("the folder holds torch, which would shadow the base's: fix its packages")
+    if over is not None:
+        if (site / "torch").exists():
+            raise BuildError("the folder holds torch, which would shadow the base's: fix it")
+        for script in (site / "bin").glob("*"):  # the venv first on PATH runs them
+            text = script.read_text(errors="surrogateescape")
+            head, _, body = text.partition("\n")
+            if text.startswith("#!/bin/sh\n'''exec'"):  # uv's form for a long or spaced path
+                head, _, body = text.partition("\n' '''\n")
+            if head.startswith("#!") and "python" in head:  # the plain interpreter's
+                script.write_text(f"#!/usr/bin/env python\n{body}", errors="surrogateescape")
     if spec.get("check_alone"):  # the stdlib and the folder only (-S): the base is not needed
         alone = {**check_env, "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}  # "PyTorch was not found"
         run([PYTHON, "-S", "-c", f"import {', '.join(spec['check_alone'])}"], env=alone)

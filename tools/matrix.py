@@ -205,8 +205,7 @@ def plan(args: argparse.Namespace, pytest_args: list[str], states: dict) -> list
     for base in ("cpu", "vision") if vision else ("cpu",):
         builder(f"install:{base}", [*ENVS, "install", base], (f"build:base-{base}", "wheel"), 10)
     for release in releases:
-        builder(f"build:rel-{release}", [*build, f"rel/{release}"], ("build:base-cpu",),
-                GUESSES["build:rel"])  # fmt: skip
+        builder(f"build:rel-{release}", [*build, f"rel/{release}"], guess=GUESSES["build:rel"])
     builder("build:vocab", [*build, "assets/qwen36-vocab"], ("build:base-cpu",), 60)
     if not only_suite:
         builder("build:vllm", [*build, "vllm", "vllm-torchvision"], guess=GUESSES["build:vllm"])

@@ -11,10 +11,8 @@ base=cpu
 if [ "${1:-}" = cpu ] || [ "${1:-}" = vision ]; then base="$1"; shift; fi
 fail() { echo "speculators_qwen_compat: error: $*" >&2; exit 2; }
 venv="$root/build/venv-$base"
-if [ ! -x "$venv/bin/python" ]; then
-  install=install; [ "$base" = cpu ] || install="install-$base"
-  fail "no $venv (this checkout's venv): run make $install"
-fi
+install=install; [ "$base" = cpu ] || install="install-$base"
+[ -x "$venv/bin/python" ] || fail "no $venv (this checkout's venv): run make $install"
 [ -d "$venvs/rel/$release" ] \
   || fail "speculators $release is not built in $venvs/rel: run make release-$release"
 site="$(cd "$venvs/rel/$release" && pwd -P)/site-packages"

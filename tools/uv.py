@@ -91,10 +91,8 @@ def source_args(settings: dict[str, str] | None = None, build: bool = False) -> 
 def environment(settings: dict[str, str] | None = None) -> dict[str, str]:
     """The process environment for uv: pip's certificate bundle, when set, for uv too."""
     settings = pip_settings() if settings is None else settings
-    env = dict(os.environ)
-    if settings.get("cert") and "SSL_CERT_FILE" not in env:
-        env["SSL_CERT_FILE"] = settings["cert"]
-    return env
+    cert = {"SSL_CERT_FILE": settings["cert"]} if settings.get("cert") else {}
+    return {**cert, **os.environ}  # an SSL_CERT_FILE already set wins
 
 
 def better_wheels(site: Path, settings: dict[str, str] | None = None) -> list[str]:

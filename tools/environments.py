@@ -200,10 +200,9 @@ def make(scratch: Path, spec: dict, data: dict) -> None:
                 head, _, body = text.partition("\n' '''\n")
             if head.startswith("#!") and "python" in head:  # the plain interpreter's
                 script.write_text(f"#!/usr/bin/env python\n{body}", errors="surrogateescape")
-    if spec.get("check_alone"):  # the stdlib and the folder only (-S): the base is not needed
-        alone = {**check_env, "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}  # "PyTorch was not found"
-        run([PYTHON, "-S", "-c", f"import {', '.join(spec['check_alone'])}"], env=alone)
-    if over is not None:
+        if spec.get("check_alone"):  # the stdlib and the folder only (-S): no base needed
+            quiet = {**check_env, "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}  # "no PyTorch"
+            run([PYTHON, "-S", "-c", f"import {', '.join(spec['check_alone'])}"], env=quiet)
         python = base.result() / "bin" / "python"
     if "script" in spec:
         run([str(python), str(ROOT / spec["script"]), str(scratch)])

@@ -25,13 +25,30 @@ def _layers(func: object) -> int:
     return count
 
 
+#: 0.6+: messages_column hands each batch to datasets, outside the two that read and guard it.
+_TYPED = TESTED_RELEASES[str(RELEASE)].fixes.get("messages_column") == APPLIED
+
+
+def _stack(func: object) -> list[str]:
+    """The fix modules wrapping an upstream function, outermost first."""
+    names = []
+    while isinstance(func, wrapt.FunctionWrapper):
+        names.append(_outer_fix(func))
+        func = func.__wrapped__
+    return names
+
+
 def test_install_uninstall_install() -> None:
     import speculators.data_generation.preprocessing as P
 
     compat.install()
     compat.install()  # a second call changes nothing
     wrapped_layers = _layers(P._preprocess_batch)
-    assert wrapped_layers == 2  # conversations outside, row guard inside
+    # conversations outside the row guard (and messages_column outside both, 0.6+)
+    assert _stack(P._preprocess_batch) == ["messages_column"] * _TYPED + [
+        "conversations",
+        "row_guard",
+    ]
     original = inspect.unwrap(P._preprocess_batch)
     compat.uninstall()
     try:
@@ -60,29 +77,27 @@ def test_disable_after_activation_applies_the_new_set(monkeypatch: pytest.Monkey
     monkeypatch.setenv(ENV_SWITCH, "on")
     compat.install()
     original = inspect.unwrap(P._preprocess_batch)
-    assert _outer_fix(P._preprocess_batch) == "conversations"
-    assert _outer_fix(P._preprocess_batch.__wrapped__) == "row_guard"
+    typed = ["messages_column"] * _TYPED
+    assert _stack(P._preprocess_batch) == [*typed, "conversations", "row_guard"]
     try:
-        compat.install(disable=["row_guard"])  # the inner wrapper of two
+        compat.install(disable=["row_guard"])  # the innermost wrapper
         states = {s.name: s.state for s in compat.status()}
         assert states["row_guard"] == "disabled"
         assert states["conversations"] == "applied"
-        assert _layers(P._preprocess_batch) == 1
-        assert _outer_fix(P._preprocess_batch) == "conversations"
-        assert P._preprocess_batch.__wrapped__ is original
+        assert _stack(P._preprocess_batch) == [*typed, "conversations"]
+        assert inspect.unwrap(P._preprocess_batch) is original
         assert os.environ[ENV_SWITCH] == "off:row_guard"
 
-        compat.install(disable=["conversations"])  # the outer one; row_guard back on
+        compat.install(disable=["conversations"])  # a middle one; row_guard back on
         states = {s.name: s.state for s in compat.status()}
         assert (states["conversations"], states["row_guard"]) == ("disabled", "applied")
-        assert _outer_fix(P._preprocess_batch) == "row_guard"
-        assert P._preprocess_batch.__wrapped__ is original
+        assert _stack(P._preprocess_batch) == [*typed, "row_guard"]
+        assert inspect.unwrap(P._preprocess_batch) is original
     finally:
         compat.install(disable=[])
     states = {s.name: s.state for s in compat.status()}
     assert states == TESTED_RELEASES[str(RELEASE)].fixes
-    assert _outer_fix(P._preprocess_batch) == "conversations"
-    assert _outer_fix(P._preprocess_batch.__wrapped__) == "row_guard"
+    assert _stack(P._preprocess_batch) == [*typed, "conversations", "row_guard"]
     assert os.environ[ENV_SWITCH] == "on"
 
 

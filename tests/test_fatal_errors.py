@@ -25,6 +25,7 @@ from conftest import (
 )
 
 from speculators_qwen_compat.cli.worker_sockets import MANAGER_SUFFIX, SOCKET_PATH_LIMIT
+from speculators_qwen_compat.fixes.data.conversations import INVALID_UNICODE
 
 PREFIX = "speculators_qwen_compat: error: "
 
@@ -63,6 +64,16 @@ def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
         fh.write('{"messages": [\n[1, 2]\n')
     paths["malformed_out"] = work / "out-malformed"
     case("malformed", *_args(qwen36_dir, malformed, paths["malformed_out"]))
+    paths["unicode"] = unicode = write_dataset(work / "unicode.jsonl", good_rows(4))
+    with unicode.open("a", encoding="utf-8") as fh:  # JSON escapes, as a JSON writer leaves them
+        fh.write('{"messages": [{"role": "user", "content": "a lone \\ud83d here"}, '
+                 '{"role": "assistant", "content": "Sure."}]}\n')  # fmt: skip
+        fh.write('{"messages": [{"role": "user", "content": "a pair \\ud83d\\ude00 here"}, '
+                 '{"role": "assistant", "content": "Nice \\ud83d\\ude00."}]}\n')  # fmt: skip
+        fh.write('{"messages": [{"role": "user", "content": "Hi"}, '
+                 '{"role": "assistant", "content": "cut \\uDE00 off"}]}\n')  # fmt: skip
+    paths["unicode_out"] = work / "out-unicode"
+    case("unicode", *_args(qwen36_dir, unicode, paths["unicode_out"]))
     paths["garbage"] = garbage = work / "g.jsonl"
     garbage.write_text("not json\nstill not\n")
     case("garbage", *_args(qwen36_dir, garbage, work / "o1"))
@@ -119,6 +130,22 @@ def test_malformed_lines_are_counted_and_good_rows_kept(cases: dict) -> None:
     assert report["conversations_in"] == 8
     assert report["skipped"] == {"malformed JSON line": 1, "row is not a JSON object": 1}
     assert report["skipped_examples"]["malformed JSON line"] == [f"{cases['paths']['malformed']}:7"]
+
+
+def test_invalid_unicode_is_a_counted_skip_and_good_rows_are_kept(cases: dict) -> None:
+    """A lone surrogate escape (``\\ud83d``, ``\\uDE00``) is the row's problem, counted under its
+    own reason; a surrogate pair is valid Unicode (an emoji) and kept."""
+    from datasets import load_from_disk
+
+    result = cases["results"]["unicode"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = read_report(cases["paths"]["unicode_out"])
+    assert report["conversations_in"] == 7 and report["errors"] == 0, report
+    assert report["skipped"] == {INVALID_UNICODE: 2}, report
+    data = cases["paths"]["unicode"]
+    assert sorted(report["skipped_examples"][INVALID_UNICODE]) == [f"{data}:5", f"{data}:7"]
+    assert report["conversations_kept"] == 5
+    assert len(load_from_disk(str(cases["paths"]["unicode_out"]))) == report["rows_out"]
 
 
 def test_a_file_of_garbage_and_an_empty_file(cases: dict) -> None:

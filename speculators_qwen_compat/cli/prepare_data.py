@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speculators_qwen_compat import status
-from speculators_qwen_compat.cli import frozen_imports
+from speculators_qwen_compat.cli import fatal_stage, frozen_imports
 from speculators_qwen_compat.cli.deferred_compile import compile_on_first_call
 from speculators_qwen_compat.cli.staged_output import StagedOutput, stage
 from speculators_qwen_compat.cli.support import (
@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     ours, rest = _our_options(args)
     if ours.debug:  # also read where a run fails on non-data errors (fixes/data/run_report.py)
         os.environ[DEBUG_ENV] = "1"
-    return run_main(lambda: _prepare(ours, rest), debug_requested(ours.debug))
+    return run_main(
+        lambda: _prepare(ours, rest), debug_requested(ours.debug), explain=fatal_stage.explain
+    )
 
 
 def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -81,11 +81,13 @@ def run_main(
     debug: bool,
     hint: str = DEBUG_FLAG_HINT,
     ours_only: bool = False,
+    explain: Callable[[BaseException, str], str] | None = None,
 ) -> int:
     """Run an entry point's body; a fatal error becomes one line on stderr and exit 1.
 
     With ``ours_only`` (run, train) only a ``CompatError`` is turned into one line: anything
-    else comes from the user's or upstream's code and propagates untouched."""
+    else comes from the user's or upstream's code and propagates untouched. ``explain``: a
+    library's error with what it means for this command (prepare_data: cli/fatal_stage.py)."""
     try:
         return body()
     except CompatError as exc:
@@ -103,7 +105,11 @@ def run_main(
             raise
         if debug:
             traceback.print_exc()
-        print(f"{ERROR_PREFIX}{fatal_message(exc, debug, hint)}", file=sys.stderr)
+        message = fatal_message(exc, debug, hint)
+        if explain is not None:
+            explained = explain(exc, f"{type(exc).__name__}: {reason_of(exc, limit=600)}")
+            message = explained if debug else f"{explained} ({hint})"
+        print(f"{ERROR_PREFIX}{message}", file=sys.stderr)
         return 1
 
 

@@ -263,6 +263,11 @@ def _concatenate_aligned(wrapped: Any, instance: Any, args: tuple, kwargs: dict)
     return call(wrapped, bound)
 
 
+#: A ``\\ud83d`` escape without its pair: JSON reads it, but no tokenizer or Arrow column can
+#: hold the string (UTF-8 has no lone surrogates), so the row is the data's problem.
+INVALID_UNICODE = "invalid Unicode: a lone surrogate escape (such as \\ud83d without its pair)"
+
+
 def _json_row(line: str) -> dict[str, Any]:
     try:
         row = json.loads(line)
@@ -270,7 +275,17 @@ def _json_row(line: str) -> dict[str, Any]:
         raise BadConversation("malformed JSON line") from None
     if not isinstance(row, dict):
         raise BadConversation("row is not a JSON object")
+    if "\\ud" in line.lower() and _has_lone_surrogate(row):
+        raise BadConversation(INVALID_UNICODE)
     return row
+
+
+def _has_lone_surrogate(row: dict[str, Any]) -> bool:
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _require_conversations(spec: str, dataset: Any) -> None:

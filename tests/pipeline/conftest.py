@@ -28,7 +28,7 @@ import vllm_server
 from vllm_server import VllmServer
 
 from . import readme_path
-from .data import IMAGES, conversations, image_conversations, write_jsonl
+from .data import IMAGES, conversations, image_conversations, in_blocks, write_jsonl
 from .models import COMPOSITE, KINDS, NUM_LAYERS, build_target
 
 #: What the server extracts: speculators' default EAGLE-3 layers for 8 layers, and the last.
@@ -58,7 +58,7 @@ def run(
 #: The README's sizes, as the tier runs them (readme_path's table).
 SIZES = {
     "--seq-length": str(SEQ_LENGTH), "--total-seq-len": str(SEQ_LENGTH),
-    "--max-model-len": "512", "--num-preprocessing-workers": "1", "--concurrency": "2",
+    "--max-model-len": "512", "--concurrency": "2",
     "--max-tokens": "64",
 }  # fmt: skip
 
@@ -138,7 +138,7 @@ def stage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     kind = request.param
     work = tmp_path_factory.mktemp(kind)
     model = build_target(kind, work / "model")
-    rows = conversations(8)
+    rows = in_blocks(conversations(8))  # then the images: kinds in blocks, as corpora come
     images = []
     if kind in COMPOSITE:
         sizes = [f"{name}={w}x{h}" for name, (w, h) in IMAGES.items()]

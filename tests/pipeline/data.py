@@ -57,6 +57,12 @@ def conversations(count: int = 8) -> list[dict[str, Any]]:
     return rows
 
 
+def in_blocks(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as a corpus concatenated from sources holds them: one kind after the other
+    (plain chats, then tool calls), so a map worker's shard holds rows of one kind."""
+    return sorted(rows, key=lambda row: "tools" in row)
+
+
 def next_prime(n: int) -> int:
     k = n + 1
     while any(k % d == 0 for d in range(2, int(k**0.5) + 1)):

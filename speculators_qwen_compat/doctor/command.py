@@ -33,6 +33,7 @@ from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, detect
 from speculators_qwen_compat.doctor.media_report import ReleaseProcessor
 from speculators_qwen_compat.doctor.media_report import build as build_media
 from speculators_qwen_compat.doctor.media_report import lines as media_lines
+from speculators_qwen_compat.doctor.sample_run import SampleRun, run_sample
 from speculators_qwen_compat.doctor.template_profile import (
     TemplateProfile,
     TemplateUnusable,
@@ -42,6 +43,7 @@ from speculators_qwen_compat.doctor.training_view import print_training_view
 
 DEFAULT_ROWS = 200
 DEFAULT_SEQ_LENGTH = 8192  # prepare_data's default
+DEFAULT_WORKERS = 8  # prepare_data's default (upstream's num_proc) and the README's
 SAMPLE_CHARS = 4000
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
 
@@ -59,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_SEQ_LENGTH,
         help=f"as for prepare_data (default {DEFAULT_SEQ_LENGTH})",
+    )
+    parser.add_argument(
+        "--num-preprocessing-workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        help=f"as for prepare_data (default {DEFAULT_WORKERS}, the README's): the sample is "
+        "run through prepare_data with this many map workers",
     )
     parser.add_argument("--conversations-key", default=None, help="as for prepare_data")
     parser.add_argument("--prompt-column", default=None, help="as for prepare_data")
@@ -96,8 +105,8 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _doctor(args: argparse.Namespace, out: TextIO) -> None:
-    if args.rows < 1 or args.seq_length < 1:
-        raise CompatError("--rows and --seq-length must be positive")
+    if args.rows < 1 or args.seq_length < 1 or args.num_preprocessing_workers < 1:
+        raise CompatError("--rows, --seq-length and --num-preprocessing-workers must be positive")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     apply_data_flags(args)
     choose_processor_kwargs(getattr(args, "mm_processor_kwargs", None))
@@ -122,7 +131,19 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
         result = dry_run(
             files, strategy, args.rows, args.seq_length, args.conversations_key, loaded
         )
-        print_dry_run(result, args.rows, tokenizer, out)
+        sample = None
+        if not result.pretokenized and result.lines:
+            sample = run_sample(
+                result.lines, result.sources, args.model, args.num_preprocessing_workers,
+                args.seq_length, args,
+            )  # fmt: skip
+        renders = strategy.kind == RENDER_BOUNDARY
+        print_dry_run(result, args.rows, tokenizer, out, sample, renders)
+        if sample is not None and sample.failed:
+            raise CompatError(
+                f"prepare_data fails on the first {len(result.lines)} rows "
+                f"(--num-preprocessing-workers {sample.workers}): {sample.error}"
+            )
         if result.media.conversations:
             local_template = strategy.kind != RENDER_BOUNDARY
             build_media(result.media, result.media_samples, loaded, preprocessing, local_template)
@@ -215,7 +236,16 @@ def print_profile(profile: TemplateProfile, out: TextIO) -> None:
         print(f"  {label + ':':<24}{value}", file=out)
 
 
-def print_dry_run(result: DryRun, max_rows: int, tokenizer: Any, out: TextIO) -> None:
+def print_dry_run(
+    result: DryRun,
+    max_rows: int,
+    tokenizer: Any,
+    out: TextIO,
+    sample: SampleRun | None = None,
+    renders: bool = False,
+) -> None:
+    """``sample``: prepare_data's own run on these rows (sample_run.py), whose counts are the
+    promise; ``renders``: the release renders through vLLM (0.8+), here locally."""
     if result.pretokenized:
         print("data: pre-tokenized rows (input_ids, loss_mask) pass through unrendered", file=out)
         return
@@ -225,11 +255,38 @@ def print_dry_run(result: DryRun, max_rows: int, tokenizer: Any, out: TextIO) ->
         f"(--rows {max_rows}); nothing is written",
         file=out,
     )
-    print(f"  would keep {result.kept} conversations as {result.rows_out} rows", file=out)
-    print(f"  would skip {tally.skipped_total} of {tally.conversations_in} conversations", file=out)
-    for reason, count in tally.skipped.most_common():
-        example = (tally.examples.get(reason) or [""])[0]
+    kept, rows_out = result.kept, result.rows_out
+    skipped, examples = dict(tally.skipped.most_common()), tally.examples
+    if sample is not None:
+        verdict = "it fails" if sample.failed else "exit 0"
+        how = ", rendered locally" if renders else ""
+        print(
+            f"  prepare_data on these rows (--num-preprocessing-workers {sample.workers}{how}): "
+            f"{verdict}",
+            file=out,
+        )
+        if sample.failed:
+            print(f"    {sample.error}", file=out)
+        else:  # the run's own counts: what the run over these rows keeps
+            kept, rows_out = sample.report["conversations_kept"], sample.report["rows_out"]
+            skipped, examples = sample.report["skipped"], sample.report["skipped_examples"]
+    if sample is None or not sample.failed:
+        print(f"  would keep {kept} conversations as {rows_out} rows", file=out)
+        total = tally.conversations_in
+        print(f"  would skip {sum(skipped.values())} of {total} conversations", file=out)
+    for reason, count in skipped.items():
+        example = (examples.get(reason) or [""])[0]
         print(f'    {count} x "{reason}"' + (f" (e.g. {example})" if example else ""), file=out)
+    unchecked = ["a run with --render-endpoint URL (this one renders locally)"] if renders else []
+    if result.rows_total > tally.conversations_in:
+        unchecked.insert(
+            0,
+            f"the {result.rows_total - tally.conversations_in} rows after the first "
+            f"{tally.conversations_in} (--rows checks more; a corpus in blocks holds other kinds "
+            "further on)",
+        )
+    if unchecked:
+        print(f"  not checked: {'; '.join(unchecked)}", file=out)
     for text, count in tally.notes.most_common():
         print(f"  {count} {text}", file=out)
     found = tally.warnings()

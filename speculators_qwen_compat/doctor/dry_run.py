@@ -46,6 +46,9 @@ class DryRun:
     media: MediaReport = field(default_factory=MediaReport)
     #: the first few conversations with images or videos, as read: (source, conversation)
     media_samples: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    #: the sampled rows as read (JSON text) and where each came from, for sample_run.py
+    lines: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
 
     @property
     def kept(self) -> int:
@@ -75,6 +78,7 @@ def dry_run(
     images or videos, on <= 0.7, to skip them as the run does: data/processor_media.py)."""
     raw = read_rows(files, conversations_key, keep=max_rows)
     result = DryRun(rows_total=raw.total, pretokenized=raw.pretokenized)
+    result.lines, result.sources = raw.lines, raw.sources
     if raw.pretokenized:  # upstream passes such rows through untouched
         return result
     lines, sources = raw.lines, raw.sources

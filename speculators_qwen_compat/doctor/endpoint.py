@@ -89,6 +89,12 @@ def verifier_shape(model: str) -> tuple[int, int] | None:
     return int(config["num_hidden_layers"]), int(config["hidden_size"])
 
 
+def default_layer_ids(layers: int) -> list[int]:
+    """The verifier layers training extracts when ``--target-layer-ids`` is not given (upstream's
+    default, docs/upstream.md "Layer ids"); vLLM's list adds the last layer, ``layers``."""
+    return [2, layers // 2, layers - 3]
+
+
 def check_endpoint(
     endpoint: str, model: str, target_ids: list[int] | None, probe_ids: list[int]
 ) -> EndpointCheck:
@@ -104,7 +110,7 @@ def check_endpoint(
                 f"--model {model} is not a local folder: pass --target-layer-ids as training will"
             )
         layers = shape[0]
-        target_ids = [2, layers // 2, layers - 3]  # upstream's default (models/utils.py)
+        target_ids = default_layer_ids(layers)
     check = EndpointCheck(
         served=served,
         asked=model,

@@ -52,6 +52,26 @@ def print_training_view(model: str, out: TextIO) -> None:
     for line in _decoder_lines(model):
         print(f"  {line}", file=out)
     print(f"  {'mask token:':<24}{_mask_token_line(model)}", file=out)
+    for line in layer_lines(model):
+        print(f"  {line}", file=out)
+
+
+def layer_lines(model: str) -> list[str]:
+    """The verifier's decoder layers (``text_config`` first, as Qwen3.6's composite config
+    holds them) and the ids to pass: train's ``--target-layer-ids`` (upstream's default) and
+    the list ``vllm serve`` extracts (those and the last)."""
+    from speculators_qwen_compat.doctor.endpoint import default_layer_ids, verifier_shape
+
+    shape = verifier_shape(model)
+    if shape is None:
+        return [f"{'layers:':<24}no local config.json: read num_hidden_layers from the model's"]
+    layers = shape[0]
+    ids = default_layer_ids(layers)
+    return [
+        f"{'layers:':<24}{layers} (num_hidden_layers)",
+        f"{'train:':<24}--target-layer-ids {' '.join(map(str, ids))}",
+        f"{'vllm serve:':<24}\"eagle_aux_hidden_state_layer_ids\": {[*ids, layers]}",
+    ]
 
 
 def _guarded(describe: Any, *args: Any) -> list[str]:

@@ -198,4 +198,8 @@ def test_help_lists_release_flags_and_ours() -> None:
     ):
         assert flag in result.stdout
     assert ("--render-endpoint" in result.stdout) == RENDERS
+    if RENDERS:  # ours: local by default, where upstream's text says a server is required
+        words = " ".join(result.stdout.replace("│", " ").split())
+        assert "'local' (the default when the flag is omitted" in words, result.stdout
+        assert "Required unless" not in words
     assert ("--turn-dropout" in result.stdout) == (Version("0.7") > RELEASE)

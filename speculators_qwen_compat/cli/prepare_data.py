@@ -70,12 +70,12 @@ speculators_qwen_compat options (besides the release's own, above):
   --debug                   show the traceback of a fatal error
                             (also SPECULATORS_QWEN_COMPAT_DEBUG=1)
 """
-RENDER_HELP = """\
-  --render-endpoint local   render in this process with the target's tokenizer (image parts:
-                            its image processor), token-identical to vLLM's /render; the
-                            default when the flag is omitted (a URL still sends every render
-                            to that vLLM server)
-"""
+RENDER_ENDPOINT_HELP = (
+    "'local' (the default when the flag is omitted: render in this process with the target's "
+    "tokenizer and, for image parts, its image processor, token-identical to vLLM's /render; "
+    "no server needed), or the base URL of a vLLM server serving the target (e.g. "
+    "http://localhost:8000), which then renders every conversation"
+)
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -170,8 +170,12 @@ def _run_typer_command(
     if wants_help:
         # Rich cuts long flag names to fit 80 columns when output is not a terminal.
         os.environ.setdefault("COLUMNS", "140")
-        _prepare_data_command(app).main(args=["--help"], prog_name=PROG, standalone_mode=False)
-        print(OUR_HELP + RENDER_HELP)
+        command = _prepare_data_command(app)
+        for param in command.params:  # upstream's text says a server is required: not here
+            if param.name == "render_endpoint":
+                param.help = RENDER_ENDPOINT_HELP
+        command.main(args=["--help"], prog_name=PROG, standalone_mode=False)
+        print(OUR_HELP)
         return 0, None
     if not any(a == "--render-endpoint" or a.startswith("--render-endpoint=") for a in rest):
         log.info(

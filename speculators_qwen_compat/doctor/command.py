@@ -43,7 +43,7 @@ from speculators_qwen_compat.doctor.training_view import print_training_view
 
 DEFAULT_ROWS = 200
 DEFAULT_SEQ_LENGTH = 8192  # prepare_data's default
-DEFAULT_WORKERS = 8  # prepare_data's default (upstream's num_proc) and the README's
+DEFAULT_WORKERS = 8  # the README's prepare_data command
 SAMPLE_CHARS = 4000
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
 

@@ -240,6 +240,15 @@ def measure_start_up(setup: Setup, args: argparse.Namespace, logs: Path) -> Samp
         workloads.interpreter_start(setup, NEW, "start-pth-active", True, args.start_repeat),
         workloads.interpreter_start(setup, NEW, "start-pth-off", False, args.start_repeat),
     ]
+    # the commands a user starts first, beside upstream's own CLI start-up
+    commands += [
+        workloads.module_start(setup, NEW, name, argv, 1)
+        for name, argv in (
+            ("upstream-help", ["-m", "speculators", "--help"]),
+            ("status", ["-m", "speculators_qwen_compat", "status"]),
+            ("prepare-help", ["-m", "speculators_qwen_compat.prepare_data", "--help"]),
+        )
+    ]
     return alternate(commands, args.start_rounds, logs)
 
 
@@ -373,6 +382,20 @@ def ratios_of(samples: Samples, args: argparse.Namespace, tokens: dict[str, int]
             "`.pth` active / `SPECULATORS_QWEN_COMPAT=0`",
             limit=1.10,
             **both("start-pth-active", "start-pth-off"),
+        ),
+        Ratio(
+            f"4b. `status` start-up ({NEW})",
+            "`python -m speculators_qwen_compat status` / upstream's `speculators --help`",
+            limit=1.0,
+            judge="cpu",
+            **both("status", "upstream-help"),
+        ),
+        Ratio(
+            f"4c. `prepare_data --help` start-up ({NEW})",
+            "`python -m speculators_qwen_compat.prepare_data --help` / `speculators --help`",
+            limit=1.0,
+            judge="cpu",
+            **both("prepare-help", "upstream-help"),
         ),
         Ratio(
             f"5. floor ({OLD}, {args.slice:,} mixed)",

@@ -227,6 +227,13 @@ def interpreter_start(setup: Setup, release: str, name: str, active: bool, repea
     return Command(name=name, argv=[*setup.python(release), "-c", "pass"], env=env, repeat=repeat)
 
 
+def module_start(setup: Setup, release: str, name: str, argv: list[str], repeat: int) -> Command:
+    """``python ARGV`` (a ``-m`` command's start-up: ``--help``, ``status``) ``repeat`` times,
+    with the venv-wide .pth active as a user's venv has it."""
+    return Command(name=name, argv=[*setup.python(release), *argv], env=environment(),
+                   repeat=repeat)  # fmt: skip
+
+
 #: Conversations rendered through a new server before any timed run: a fresh vLLM server's first
 #: requests are slower, and the first command of a round would pay for that alone.
 WARM_UP = 100

@@ -67,9 +67,8 @@ def run_sample(
             "--num-preprocessing-workers", str(workers), *_forwarded(flags),
         ]  # fmt: skip
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-        ran = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, cwd=folder, env=env
-        )
+        # in the user's folder, as their run: a relative --model or image path means the same
+        ran = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
         text = ran.stderr if ran.returncode else ran.stdout
         lines_out = [line for line in text.splitlines() if line.strip()]
         report_path = output / "compat_report.json"
@@ -88,13 +87,14 @@ def _forwarded(flags: Any) -> list[str]:
 
 
 def _name_sources(report: dict[str, Any], sample: str, sources: list[str]) -> None:
-    """``sample.jsonl:N`` in the report's examples -> the N-th sampled row's own source."""
+    """``sample.jsonl:N`` in the report's examples -> the N-th sampled row's own source, in
+    the data's order (the workers finish in any order)."""
     for reason, examples in report.get("skipped_examples", {}).items():
-        named = []
+        numbered = []
         for example in examples:
             where, _, line = str(example).rpartition(":")
             if where == sample and line.isdigit() and 0 < int(line) <= len(sources):
-                named.append(sources[int(line) - 1])
+                numbered.append((int(line), sources[int(line) - 1]))
             else:
-                named.append(example)
-        report["skipped_examples"][reason] = named
+                numbered.append((len(sources) + 1, example))
+        report["skipped_examples"][reason] = [name for _, name in sorted(numbered)]

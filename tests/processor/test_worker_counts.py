@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import last_line, prepare_args, read_report, run_batch
+from conftest import PACKAGE_MAIN, last_line, prepare_args, read_report, run_batch
 from tiny_checkpoints import model_class_and_config, write_processor_files
 
 from speculators_qwen_compat import demo
@@ -119,7 +119,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     outputs["unfixed"] = work / "unfixed"
     unfixed = {"unfixed": prepare_args(models["processor"], outputs["unfixed"], data["blocks"],
                                        workers=8)}  # fmt: skip
-    results |= run_batch(work / "logs-unfixed", unfixed, SPECULATORS_QWEN_COMPAT="off:messages_column")
+    # doctor on the same data: its sample goes through prepare_data with 8 workers (its default)
+    unfixed["doctor-unfixed"] = ["doctor", "--model", str(models["processor"]), "--data",
+                                 str(data["blocks"]), "--seq-length", "512"]  # fmt: skip
+    modules = {"doctor-unfixed": PACKAGE_MAIN}
+    results |= run_batch(
+        work / "logs-unfixed", unfixed, modules, SPECULATORS_QWEN_COMPAT="off:messages_column"
+    )
+    doctor = {"doctor": unfixed["doctor-unfixed"]}
+    results |= run_batch(work / "logs-doctor", doctor, {"doctor": PACKAGE_MAIN})
     return {"kinds": kinds, "outputs": outputs, "results": results}
 
 
@@ -154,6 +162,24 @@ def test_without_the_fix_the_join_fails_in_one_line_saying_what_to_do(
     ), line
     assert "rerun with --num-preprocessing-workers 1" in line
     assert not runs["outputs"]["unfixed"].exists()
+
+
+def test_doctor_promises_what_the_run_writes(runs: dict[str, Any]) -> None:
+    """doctor's "would keep" is prepare_data's own count on its sample with eight workers; with
+    the fix off, doctor fails as that run fails, naming it."""
+    doctor = runs["results"]["doctor"]
+    assert doctor.returncode == 0, doctor.stderr[-3000:]
+    report = read_report(runs["outputs"]["processor-blocks-8"])
+    assert "prepare_data on these rows (--num-preprocessing-workers 8" in doctor.stdout
+    kept = f"would keep {report['conversations_kept']} conversations as {report['rows_out']} rows"
+    assert kept in doctor.stdout, doctor.stdout
+    unfixed = runs["results"]["doctor-unfixed"]
+    assert unfixed.returncode == 1, unfixed.stderr[-3000:]
+    line = last_line(unfixed.stderr)
+    assert line.startswith(
+        "speculators_qwen_compat: error: prepare_data fails on the first 24 rows "
+        f"(--num-preprocessing-workers 8): {fatal_stage.MAPPING.name}: ValueError: The features"
+    ), line
 
 
 def test_a_composite_config_without_its_processor_files(runs: dict[str, Any]) -> None:

@@ -14,15 +14,13 @@ Each run's output folder must not appear.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import good_rows, last_line, prepare_args, run_batch, write_dataset
+from conftest import RELEASE, good_rows, last_line, prepare_args, run_batch, write_dataset
 from packaging.version import Version
 from tiny_checkpoints import model_class_and_config, write_processor_files
 
-from conftest import RELEASE
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.cli import fatal_stage
 

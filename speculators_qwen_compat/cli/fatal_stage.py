@@ -1,4 +1,4 @@
-"""What a library's fatal error means for a prepare_data run: the stage it stopped in and the next step.
+"""A library's fatal error in a prepare_data run: the stage it stopped in, and the next step.
 
 An error raised by transformers, datasets, Arrow or upstream is not ours to reword, but its
 message alone ("The features can't be aligned ...", "Can't load image processor ...") does not

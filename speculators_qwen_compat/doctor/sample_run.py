@@ -72,7 +72,9 @@ def run_sample(
         text = ran.stderr if ran.returncode else ran.stdout
         lines_out = [line for line in text.splitlines() if line.strip()]
         report_path = output / "compat_report.json"
-        report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
+        report = {}
+        if report_path.is_file():
+            report = json.loads(report_path.read_text(encoding="utf-8"))
     _name_sources(report, str(data), sources)
     return SampleRun(workers, ran.returncode, lines_out[-1] if lines_out else "", report)
 

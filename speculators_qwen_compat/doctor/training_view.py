@@ -70,7 +70,7 @@ def layer_lines(model: str) -> list[str]:
     return [
         f"{'layers:':<24}{layers} (num_hidden_layers)",
         f"{'train:':<24}--target-layer-ids {' '.join(map(str, ids))}",
-        f"{'vllm serve:':<24}\"eagle_aux_hidden_state_layer_ids\": {[*ids, layers]}",
+        f'{"vllm serve:":<24}"eagle_aux_hidden_state_layer_ids": {[*ids, layers]}',
     ]
 
 

@@ -63,8 +63,8 @@ def _kinds(image: Path) -> dict[str, list[dict[str, Any]]]:
             {"messages": [{"role": "user", "content": f"Say hello number {i}."},
                           {"role": "assistant", "content": f"Hello number {i}!"}]}
         )  # fmt: skip
-        call = {"type": "function", "function": {"name": "get_weather",
-                                                 "arguments": json.dumps({"city": f"C{i}"})}}  # fmt: skip
+        arguments = json.dumps({"city": f"C{i}"})
+        call = {"type": "function", "function": {"name": "get_weather", "arguments": arguments}}
         tools.append(
             {"messages": [{"role": "user", "content": f"Weather in C{i}?"},
                           {"role": "assistant", "content": "", "tool_calls": [call]},

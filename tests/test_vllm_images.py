@@ -272,8 +272,9 @@ def _image_rows(media: Path) -> list[dict[str, Any]]:
 
 
 def _prepare(
-    release: str, model: Path, out: Path, data: Path, cwd: Path, *extra: str, retry: bool = False
-) -> Any:
+    release: str, model: Path, out: Path, data: Path, cwd: Path, *extra: str, retry: bool = False,
+    workers: int = 1,
+) -> Any:  # fmt: skip
     """prepare_data of ``release`` on the vision base (the processor path a Qwen3.6 checkpoint
     takes), whatever release and base run pytest; ``retry``: the default retry budget (180 s)
     for a failing server, else 20 s."""
@@ -287,7 +288,8 @@ def _prepare(
     command = [
         str(ROOT / "tools" / "release_python.sh"), release, "vision", "-m",
         "speculators_qwen_compat.prepare_data", "--model", str(model), "--data", str(data),
-        "--output", str(out), "--seq-length", "1024", "--num-preprocessing-workers", "1", *extra,
+        "--output", str(out), "--seq-length", "1024", "--num-preprocessing-workers", str(workers),
+        *extra,
     ]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
 
@@ -390,6 +392,34 @@ def test_image_rows_identical_locally_and_through_the_server(
     assert local_report["skipped"] == http_report["skipped"]
     want = {**FORM_SKIPS, image_corpus.MISSING_REASON: 1}
     assert local_report["skipped"] == want
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("release", RENDER_RELEASES)
+def test_eight_workers_through_the_server_write_one_workers_rows(
+    release: str, corpus: Any, servers: Any, tmp_path: Path
+) -> None:
+    """A corpus in blocks (text chats, then image conversations: one kind per worker's shard)
+    through ``--render-endpoint URL`` with the README's eight workers: the rows of one local
+    worker, every column (``messages`` kept: the shards' types agree)."""
+    media, models = corpus
+    (tmp_path / "media").symlink_to(media)
+    chats = [
+        {"messages": [{"role": "user", "content": f"Count to {i}."},
+                      {"role": "assistant", "content": " ".join(map(str, range(1, i + 2)))}]}
+        for i in range(8)
+    ]  # fmt: skip
+    images = [row for row in _image_rows(media) + _form_rows(media) if "<image>" not in str(row)]
+    data = tmp_path / "blocks.jsonl"
+    data.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in chats + images))
+    one = _prepare(release, models["dense"], tmp_path / "one", data, tmp_path)
+    assert one.returncode == 0, one.stderr[-3000:]
+    eight = _prepare(
+        release, models["dense"], tmp_path / "eight", data, tmp_path,
+        "--render-endpoint", servers("dense").url, workers=8,
+    )  # fmt: skip
+    assert eight.returncode == 0, eight.stderr[-3000:]
+    assert _arrow_rows(tmp_path / "eight") == _arrow_rows(tmp_path / "one")
 
 
 @pytest.mark.vllm

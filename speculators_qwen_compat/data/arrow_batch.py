@@ -21,26 +21,29 @@ def with_json_messages(result: Any) -> Any:
     came, for datasets to type as it always did."""
     if not isinstance(result, dict) or not result.get(MESSAGES):
         return result
+    conversations = result[MESSAGES]
     try:
-        turns = [
-            None if conversation is None else [_json_text(turn) for turn in conversation]
-            for conversation in result[MESSAGES]
-        ]
-    except (TypeError, ValueError):
+        turns = [_json_text(turn) for conversation in conversations for turn in conversation]
+    except (TypeError, ValueError):  # a None conversation, a turn JSON cannot hold
         return result
     import pyarrow
-    from datasets import Dataset, Features, Json, List
+    from datasets import Dataset
 
     others = {name: column for name, column in result.items() if name != MESSAGES}
-    table = Dataset.from_dict(others).with_format("arrow")[:] if others else None
-    features = Features({MESSAGES: List(Json())})
-    messages = Dataset.from_dict({MESSAGES: turns}, features=features).with_format("arrow")[:]
-    if table is None:
-        return messages
-    if table.num_rows != messages.num_rows:
+    if any(len(column) != len(conversations) for column in others.values()):
         return result  # not a table's shape: datasets says what is wrong with it
-    joined = table.append_column(messages.schema.field(MESSAGES), messages.column(MESSAGES))
-    return pyarrow.Table.from_arrays(joined.columns, schema=joined.schema.remove_metadata())
+    offsets = [0]
+    for conversation in conversations:
+        offsets.append(offsets[-1] + len(conversation))
+    # Json's own Arrow type (the arrow.json extension over strings), built directly: datasets'
+    # encoder would parse every turn again to check it is JSON
+    json_turns = pyarrow.ExtensionArray.from_storage(pyarrow.json_(), pyarrow.array(turns))
+    messages = pyarrow.ListArray.from_arrays(pyarrow.array(offsets, pyarrow.int32()), json_turns)
+    table = Dataset.from_dict(others).with_format("arrow")[:] if others else None
+    if table is None:
+        return pyarrow.table({MESSAGES: messages})
+    joined = table.append_column(MESSAGES, messages)
+    return joined.replace_schema_metadata(None)  # the types say it all: List(Json()) included
 
 
 def _json_text(turn: Any) -> str:

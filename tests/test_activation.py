@@ -25,8 +25,8 @@ def _layers(func: object) -> int:
     return count
 
 
-#: 0.6+: messages_column hands each batch to datasets, outside the two that read and guard it.
-_TYPED = TESTED_RELEASES[str(RELEASE)].fixes.get("messages_column") == APPLIED
+#: 0.6+: messages_json hands each batch to datasets, outside the two that read and guard it.
+_TYPED = TESTED_RELEASES[str(RELEASE)].fixes.get("messages_json") == APPLIED
 
 
 def _stack(func: object) -> list[str]:
@@ -44,8 +44,8 @@ def test_install_uninstall_install() -> None:
     compat.install()
     compat.install()  # a second call changes nothing
     wrapped_layers = _layers(P._preprocess_batch)
-    # conversations outside the row guard (and messages_column outside both, 0.6+)
-    assert _stack(P._preprocess_batch) == ["messages_column"] * _TYPED + [
+    # conversations outside the row guard (and messages_json outside both, 0.6+)
+    assert _stack(P._preprocess_batch) == ["messages_json"] * _TYPED + [
         "conversations",
         "row_guard",
     ]
@@ -77,7 +77,7 @@ def test_disable_after_activation_applies_the_new_set(monkeypatch: pytest.Monkey
     monkeypatch.setenv(ENV_SWITCH, "on")
     compat.install()
     original = inspect.unwrap(P._preprocess_batch)
-    typed = ["messages_column"] * _TYPED
+    typed = ["messages_json"] * _TYPED
     assert _stack(P._preprocess_batch) == [*typed, "conversations", "row_guard"]
     try:
         compat.install(disable=["row_guard"])  # the innermost wrapper

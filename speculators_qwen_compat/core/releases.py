@@ -50,7 +50,7 @@ _RENDER_ERA = {
 _EVERYWHERE = {
     "row_guard": APPLIED,
     "conversations": APPLIED,
-    "messages_column": APPLIED,  # not-needed on 0.5.0 (its rows keep no messages)
+    "messages_json": APPLIED,  # not-needed on 0.5.0 (its rows keep no messages)
     "run_report": APPLIED,
     "bounded_output": APPLIED,
     "token_frequency": APPLIED,
@@ -73,7 +73,7 @@ TESTED_RELEASES: dict[str, Release] = {
                 **_SCRIPT_ERA,
                 **_TRAINING,
                 "mask_token": NOT_NEEDED,
-                "messages_column": NOT_NEEDED,
+                "messages_json": NOT_NEEDED,
             },
         ),
         Release(

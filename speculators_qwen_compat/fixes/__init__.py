@@ -6,7 +6,7 @@ from speculators_qwen_compat.fixes.data.conversations import ConversationsFix
 from speculators_qwen_compat.fixes.data.forked_tokenizer import ForkedTokenizerFix
 from speculators_qwen_compat.fixes.data.local_render import LocalRenderFix
 from speculators_qwen_compat.fixes.data.mask_probe import MaskProbeFix
-from speculators_qwen_compat.fixes.data.messages_column import MessagesColumnFix
+from speculators_qwen_compat.fixes.data.messages_json import MessagesJsonFix
 from speculators_qwen_compat.fixes.data.offsets_loss_mask import OffsetsLossMaskFix
 from speculators_qwen_compat.fixes.data.overwrite_guard import OverwriteGuardFix
 from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
@@ -25,7 +25,7 @@ ALL_FIXES = (
     OffsetsLossMaskFix,  # inside row_guard's wrapper, which unsets weight-0 turns in its mask
     RowGuardFix,  # inside: splits a batch into rows
     ConversationsFix,  # outside: reads and normalises the batch, drops unreadable rows
-    MessagesColumnFix,  # outermost: the batch handed to datasets, messages typed once
+    MessagesJsonFix,  # outermost: the batch handed to datasets, messages typed once
     LocalRenderFix,
     RowTensorsFix,
     ForkedTokenizerFix,

@@ -6,7 +6,7 @@ The data is a corpus concatenated from sources (plain chats, then tool-call conv
 image conversations: one kind per worker's shard, as the 800K-row Qwen3.6 corpus is) and the
 same rows interleaved; the same corpus through the tokenizer files alone (no ``messages``
 column); and a composite config without its processor files (one line saying to copy them).
-Before the messages_column fix, two or more workers over the blocks ended
+Before the messages_json fix, two or more workers over the blocks ended
 in "The features can't be aligned because the key messages ...": each shard typed ``messages``
 from its own rows. The oracle: the one-worker run of the same data, row for row (every column
 decoded), and the conversations as written for the plain chats' ``messages``.
@@ -124,7 +124,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                  str(data["blocks"]), "--seq-length", "512"]  # fmt: skip
     modules = {"doctor-unfixed": PACKAGE_MAIN}
     results |= run_batch(
-        work / "logs-unfixed", unfixed, modules, SPECULATORS_QWEN_COMPAT="off:messages_column"
+        work / "logs-unfixed", unfixed, modules, SPECULATORS_QWEN_COMPAT="off:messages_json"
     )
     doctor = {"doctor": unfixed["doctor-unfixed"]}
     results |= run_batch(work / "logs-doctor", doctor, {"doctor": PACKAGE_MAIN})

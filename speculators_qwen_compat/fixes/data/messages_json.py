@@ -27,8 +27,8 @@ ADAPT_FOR_VLLM = present(PREPROCESSING, "_adapt_conv_for_vllm")
 JSON_FEATURE = Target("datasets", "Json", kind=ANY)
 
 
-class MessagesColumnFix(Fix):
-    name = "messages_column"
+class MessagesJsonFix(Fix):
+    name = "messages_json"
     summary = f"one Arrow type for the kept {MESSAGES} column in every map worker"
     modules = (PREPROCESSING,)
     shapes = (

@@ -90,6 +90,7 @@ PAGES = {
     "docs/formats.md": (),
     "docs/training.md": ("acceptance",),
     "docs/images.md": (),
+    "docs/pipeline-on-cpu.md": (),
     "docs/regenerate-responses.md": ("regen-figures",),
     "docs/maintainers.md": ("releases", "matrix-times", "bench", "bench-peer"),
 }

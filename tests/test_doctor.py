@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PACKAGE_MAIN, RENDERS, last_line, run_batch
+from conftest import PACKAGE_MAIN, RENDERS, good_rows, last_line, run_batch
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.data.processor_media import NEEDS_PROCESSOR
@@ -32,6 +32,8 @@ def doctor_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     paths["demo_cwd"].mkdir()
     model = demo.write_model(paths["gen"], template=gallery_template("generation_tags"))
     paths["images"] = _image_rows(work / "images.jsonl")
+    paths["array"] = work / "array.json"
+    paths["array"].write_text(json.dumps(good_rows(3), indent=2), encoding="utf-8")
     cases = {
         "demo": ["doctor", "--model", str(demo.MODEL_DIR), "--data", str(demo.OPENAI_SAMPLE),
                  "--data", str(demo.SHAREGPT_SAMPLE), "--seq-length", "512"],
@@ -39,6 +41,8 @@ def doctor_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "generation_tags": ["doctor", "--model", str(model), "--data", str(demo.OPENAI_SAMPLE),
                             "--rows", "31"],
         "images": ["doctor", "--model", str(demo.MODEL_DIR), "--data", str(paths["images"])],
+        # a pretty-printed .json array: its rows span lines (doctor's sample is JSONL)
+        "array": ["doctor", "--model", str(demo.MODEL_DIR), "--data", str(paths["array"])],
         "missing_model": ["doctor", "--model", str(paths["none"])],
         "missing_data": ["doctor", "--model", str(demo.MODEL_DIR), "--data",
                          str(paths["no_data"])],
@@ -103,6 +107,13 @@ def test_demo_model_and_data(doctor_runs: dict[str, Any]) -> None:
         assert f'    {2 * count} x "{reason}" (e.g. {demo.OPENAI_SAMPLE}:' in out
     assert "trainable text in [[ ]]" in out and "[[" in out
     assert list(tmp_path.iterdir()) == [], "doctor wrote something"
+
+
+def test_a_pretty_printed_array_goes_through_prepare_data(doctor_runs: dict[str, Any]) -> None:
+    result = doctor_runs["array"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "prepare_data on these rows (--num-preprocessing-workers 8" in result.stdout
+    assert ": exit 0" in result.stdout and "would keep 3 conversations" in result.stdout
 
 
 def test_generation_tags_template_and_rows_limit(doctor_runs: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ start-up and imports once, not thirteen times; each test checks its own cases.""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,16 @@ def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
                  '{"role": "assistant", "content": "Nice \\ud83d\\ude00."}]}\n')  # fmt: skip
         fh.write('{"messages": [{"role": "user", "content": "Hi"}, '
                  '{"role": "assistant", "content": "cut \\uDE00 off"}]}\n')  # fmt: skip
+        # in a column the conversation does not use: kept
+        fh.write('{"note": "a lone \\ud83d", "messages": [{"role": "user", "content": "Yo"}, '
+                 '{"role": "assistant", "content": "Hello."}]}\n')  # fmt: skip
+        # inside tool-call arguments held as JSON text (the template gets them parsed)
+        call = {"type": "function", "function": {"name": "f", "arguments": '{"q": "\\ud83d"}'}}
+        fh.write(json.dumps({"messages": [
+            {"role": "user", "content": "Call f."},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": "done"},
+            {"role": "assistant", "content": "Done."}]}) + "\n")  # fmt: skip
     paths["unicode_out"] = work / "out-unicode"
     case("unicode", *_args(qwen36_dir, unicode, paths["unicode_out"]))
     paths["garbage"] = garbage = work / "g.jsonl"
@@ -133,18 +144,21 @@ def test_malformed_lines_are_counted_and_good_rows_kept(cases: dict) -> None:
 
 
 def test_invalid_unicode_is_a_counted_skip_and_good_rows_are_kept(cases: dict) -> None:
-    """A lone surrogate escape (``\\ud83d``, ``\\uDE00``) is the row's problem, counted under its
-    own reason; a surrogate pair is valid Unicode (an emoji) and kept."""
+    """A lone surrogate escape (``\\ud83d``, ``\\uDE00``) in what reaches the template (tool-call
+    arguments held as JSON text included) is the row's problem, counted under its own reason; a
+    surrogate pair is valid Unicode (an emoji) and kept, and so is a row whose lone surrogate
+    sits in a column the conversation does not use."""
     from datasets import load_from_disk
 
     result = cases["results"]["unicode"]
     assert result.returncode == 0, result.stderr[-3000:]
     report = read_report(cases["paths"]["unicode_out"])
-    assert report["conversations_in"] == 7 and report["errors"] == 0, report
-    assert report["skipped"] == {INVALID_UNICODE: 2}, report
+    assert report["conversations_in"] == 9 and report["errors"] == 0, report
+    assert report["skipped"] == {INVALID_UNICODE: 3}, report
     data = cases["paths"]["unicode"]
-    assert sorted(report["skipped_examples"][INVALID_UNICODE]) == [f"{data}:5", f"{data}:7"]
-    assert report["conversations_kept"] == 5
+    skipped = sorted(report["skipped_examples"][INVALID_UNICODE])
+    assert skipped == [f"{data}:5", f"{data}:7", f"{data}:9"], skipped
+    assert report["conversations_kept"] == 6
     assert len(load_from_disk(str(cases["paths"]["unicode_out"]))) == report["rows_out"]
 
 

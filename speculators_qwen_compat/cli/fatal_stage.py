@@ -74,11 +74,17 @@ def next_step(exc: BaseException, stage: Stage) -> str:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         where = f" ({exc.filename})" if exc.filename else ""
         return (
-            f"the disk is full{where}: free space there, or point --output and TMPDIR at a "
-            "disk with room, and rerun (nothing was written to --output)"
+            f"the disk is full{where}: free space there, or point --output, TMPDIR and "
+            "HF_DATASETS_CACHE (the rows' scratch copy) at a disk with room, and rerun "
+            "(nothing was written to --output)"
         )
     if isinstance(exc, MemoryError):
         return "out of memory: rerun with fewer --num-preprocessing-workers"
+    if stage is MAPPING and isinstance(exc, TimeoutError):  # datasets' pool lost a worker
+        return (
+            "a map worker died (often the kernel's out-of-memory killer: see `dmesg`): rerun "
+            "with fewer --num-preprocessing-workers"
+        )
     if stage is LOADING and ("torchvision" in text or "Pillow" in text):
         return (
             "this speculators release loads the target's processor for a vision-language "

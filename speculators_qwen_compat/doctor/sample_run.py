@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +63,7 @@ def run_sample(
     interpreter; the report's examples name the rows' own ``sources``, not the sample file."""
     with tempfile.TemporaryDirectory(prefix="sqc-doctor-") as folder:
         data = Path(folder) / "sample.jsonl"
-        data.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        data.write_text("".join(_one_line(line) + "\n" for line in lines), encoding="utf-8")
         output = Path(folder) / "prepared"
         command = [
             sys.executable, "-m", "speculators_qwen_compat.prepare_data", "--model", model,
@@ -68,8 +72,10 @@ def run_sample(
         ]  # fmt: skip
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
         # in the user's folder, as their run: a relative --model or image path means the same
-        ran = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        with _stopped_by_sigterm():  # a stopped doctor stops its run and removes the sample
+            ran = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
         text = ran.stderr if ran.returncode else ran.stdout
+        text = text.replace(str(data), "doctor's sample of --data, row")
         lines_out = [line for line in text.splitlines() if line.strip()]
         report_path = output / "compat_report.json"
         report = {}
@@ -77,6 +83,37 @@ def run_sample(
             report = json.loads(report_path.read_text(encoding="utf-8"))
     _name_sources(report, str(data), sources)
     return SampleRun(workers, ran.returncode, lines_out[-1] if lines_out else "", report)
+
+
+def _one_line(text: str) -> str:
+    """A sampled row as one JSONL line: a row of a pretty-printed ``.json`` array spans several
+    lines; a row that does not parse goes as it is, for the run to count as malformed."""
+    try:
+        row = json.loads(text)
+    except ValueError:
+        return " ".join(text.splitlines())
+    try:
+        return json.dumps(row, ensure_ascii=False).encode("utf-8").decode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: kept as its escape, for the run to count
+        return json.dumps(row)
+
+
+@contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM (``timeout``, a scheduler) ends doctor as Ctrl-C does: the child run is killed
+    and the temporary folder removed on the way out, not left behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _forwarded(flags: Any) -> list[str]:

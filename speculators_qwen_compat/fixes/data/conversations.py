@@ -215,6 +215,8 @@ def read_batch(
                 row = {name: examples[name][i] for name in columns}
             normalized = normalize_row(row, options, release_roles)
             conversation = normalized.conversation  # media parts in upstream's form already
+            if lines is not None and "\\ud" in lines[i].lower():
+                _refuse_lone_surrogates(conversation, normalized.tools)
             if multimodal is not None:
                 conversation = processor_media.for_local_template(conversation, multimodal)
         except BadConversation as exc:
@@ -264,7 +266,7 @@ def _concatenate_aligned(wrapped: Any, instance: Any, args: tuple, kwargs: dict)
 
 
 #: A ``\\ud83d`` escape without its pair: JSON reads it, but no tokenizer or Arrow column can
-#: hold the string (UTF-8 has no lone surrogates), so the row is the data's problem.
+#: hold the string (UTF-8 has no lone surrogates), so the conversation is the data's problem.
 INVALID_UNICODE = "invalid Unicode: a lone surrogate escape (such as \\ud83d without its pair)"
 
 
@@ -275,17 +277,17 @@ def _json_row(line: str) -> dict[str, Any]:
         raise BadConversation("malformed JSON line") from None
     if not isinstance(row, dict):
         raise BadConversation("row is not a JSON object")
-    if "\\ud" in line.lower() and _has_lone_surrogate(row):
-        raise BadConversation(INVALID_UNICODE)
     return row
 
 
-def _has_lone_surrogate(row: dict[str, Any]) -> bool:
+def _refuse_lone_surrogates(conversation: list[dict[str, Any]], tools: Any) -> None:
+    """What reaches the template (the turns, tool-call arguments held as JSON text parsed as
+    the template gets them, the tools) holds no lone surrogate; columns and keys the
+    normaliser leaves out do not count."""
     try:
-        json.dumps(row, ensure_ascii=False).encode("utf-8")
+        json.dumps([arguments_as_mappings(conversation), tools], ensure_ascii=False).encode()
     except UnicodeEncodeError:
-        return True
-    return False
+        raise BadConversation(INVALID_UNICODE) from None
 
 
 def _require_conversations(spec: str, dataset: Any) -> None:

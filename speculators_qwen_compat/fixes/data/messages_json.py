@@ -1,14 +1,11 @@
 """Fix: rows that keep ``messages`` get one Arrow type for it in every map worker.
 
-Target: ``_preprocess_batch`` in releases whose multimodal rows keep ``messages`` (0.6+, the ones
-with ``_adapt_conv_for_vllm``; docs/upstream.md "The messages column"). ``datasets.map`` infers
-each worker's column types from that worker's rows, and ``messages`` holds whatever the
-conversations hold: plain chats infer a struct, tool calls or image parts infer ``Json``. With
-several workers over a corpus in blocks the shards disagree and the map dies at the end ("The
-features can't be aligned because the key messages ..."). Each batch is handed back as an Arrow
-table whose ``messages`` is ``List(Json())`` (each turn exactly as written, no keys added), the
-type one worker's mixed rows already get. Shape needed: datasets' ``Json`` feature.
-Retire when upstream passes ``features=`` to its map.
+Target: ``_preprocess_batch`` where multimodal rows keep ``messages`` (0.6+, the releases with
+``_adapt_conv_for_vllm``; docs/upstream.md "The messages column"). datasets types each map
+worker's shard from its own rows, so over a corpus in blocks the shards disagree and the map
+dies at the join. Each batch goes back as an Arrow table with ``messages`` as ``List(Json())``
+(the type one worker's mixed rows get; no null keys added). Retire when upstream's map passes
+``features=``.
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ WEATHER = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
     },
 }
+#: the cases, in the order they run (``--only NAME,...``)
+CASES = ("settings", "disk", "refusals", "endpoint", "lines", "interrupt")
 #: the stand-in's context (prompt tokens) for the grouped-refusals case
 CONTEXT = 400
 
@@ -73,7 +75,7 @@ class Cases:
         self.release, self.base, self.url, self.model = release, base, url, model
 
     def command(self, data: str, *extra: str, endpoint: str | None = None,
-                max_tokens: str = "64") -> tuple[list, dict]:  # fmt: skip
+                max_tokens: str = "4096") -> tuple[list, dict]:  # fmt: skip
         return release_command(
             self.release, *ENTRY, "--endpoint", endpoint or self.url + "/v1/chat/completions",
             "--model", str(self.model), "--dataset", data, "--outfile", "out.jsonl",
@@ -92,26 +94,32 @@ class Cases:
         work.mkdir(parents=True)
         return work
 
-    def all(self) -> list[tuple[str, int, str, str, str]]:
-        out = []
+    def all(self, only: str = "") -> list[tuple[str, int, str, str, str]]:
+        self.out: list[tuple[str, int, str, str, str]] = []
+        for name in only.split(",") if only else CASES:
+            getattr(self, "case_" + name)()
+        return self.out
 
-        def add(case: str, work: Path, code: int, line: str) -> None:
-            out.append((case, code, rows(work), report(work), line))
-            print(f"| {' | '.join(map(str, out[-1]))} |", flush=True)
+    def add(self, case: str, work: Path, code: int, line: str) -> None:
+        self.out.append((case, code, rows(work), report(work), line))
+        print(f"| {' | '.join(map(str, self.out[-1]))} |", flush=True)
 
+    def case_settings(self) -> None:
         # 1. --resume after changing --max-tokens, --model, --sampling-params
         work = self.folder("settings")
         write(work / "data.jsonl", [chat(f"s{i}", f"q {i}") for i in range(3)])
         self.run(work, "data.jsonl")
         write(work / "data.jsonl", [chat(f"s{i}", f"q {i}") for i in range(5)])
-        code, line = self.run(work, "data.jsonl", "--resume", max_tokens="32")
-        add("--resume, --max-tokens 64 -> 32, data grown 3 -> 5", work, code, line)
+        code, line = self.run(work, "data.jsonl", "--resume", max_tokens="2048")
+        self.add("--resume, --max-tokens 4096 -> 2048, data grown 3 -> 5", work, code, line)
         code, line = self.run(work, "data.jsonl", "--resume", "--sampling-params",
                               '{"top_p": 0.5}')  # fmt: skip
-        add("--resume, --sampling-params changed", work, code, line)
-        code, line = self.run(work, "data.jsonl", "--resume", "--resume-changed-settings",
-                              max_tokens="32")  # fmt: skip
-        add("... with --resume-changed-settings", work, code, line)
+        self.add("--resume, --sampling-params changed", work, code, line)
+        code, line = self.run(work, "data.jsonl", "--resume", "--allow-changed-settings",
+                              max_tokens="2048")  # fmt: skip
+        self.add("... with --allow-changed-settings", work, code, line)
+
+    def case_disk(self) -> None:
         # 2. a full disk while conversations of three rows are written (five tries), then
         #    --resume with room
         for attempt in range(5):
@@ -121,38 +129,51 @@ class Cases:
             subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(disk)],
                            check=True)  # fmt: skip
             try:
-                write(work / "data.jsonl", [tool_chat(f"t{i}", pad=20) for i in range(40)])
-                command, env = self.command(str(work / "data.jsonl"))
+                # every fourth conversation refused (too long): its errors record is written
+                # on the same full disk
+                write(work / "data.jsonl", [
+                    chat(f"t{i}", "word " * 2 * CONTEXT) if i % 4 == 3 else tool_chat(f"t{i}")
+                    for i in range(40)
+                ])  # fmt: skip
+                command, env = self.command(str(work / "data.jsonl"), "--concurrency", "8",
+                                            endpoint=self.limited + "/v1/chat/completions")  # fmt: skip
                 ran = subprocess.run(command, cwd=disk, capture_output=True, text=True,
                                      env=env, timeout=900)  # fmt: skip
                 (work / "last.stderr").write_text(ran.stderr)
                 tracebacks = ran.stderr.count("Traceback")
                 line = last_line(ran.stdout, ran.stderr, ran.returncode)
                 errs = errors_summary(disk)
-                add(f"full disk, try {attempt + 1} (stderr: {tracebacks} tracebacks; errors "
+                self.add(f"full disk, try {attempt + 1} (stderr: {tracebacks} tracebacks; errors "
                     f"file: {errs})", disk, ran.returncode, line)  # fmt: skip
                 if attempt == 0:
                     subprocess.run(["mount", "-o", "remount,size=20m", str(disk)], check=True)
-                    command, env = self.command(str(work / "data.jsonl"), "--resume")
+                    command, env = self.command(str(work / "data.jsonl"), "--resume",
+                                                endpoint=self.limited + "/v1/chat/completions")  # fmt: skip
                     ran = subprocess.run(command, cwd=disk, capture_output=True, text=True,
                                          env=env, timeout=900)  # fmt: skip
-                    add("... then --resume with room", disk, ran.returncode,
+                    self.add("... then --resume with room", disk, ran.returncode,
                         last_line(ran.stdout, ran.stderr, ran.returncode))  # fmt: skip
             finally:
                 subprocess.run(["umount", str(disk)], check=False)
+
+    def case_refusals(self) -> None:
         # 3. seven context-length refusals, each with its own token count
         work = self.folder("refusals")
         long = [chat(f"l{i}", "word " * (CONTEXT + 40 * i)) for i in range(7)]
         write(work / "data.jsonl", [chat("ok", "hello"), *long])
         code, line = self.run(work, "data.jsonl", "--max-consecutive-failures", "0",
                               endpoint=self.limited + "/v1/chat/completions")  # fmt: skip
-        add("7 context-length refusals, each its own token count", work, code, line)
+        self.add("7 context-length refusals, each its own token count", work, code, line)
+
+    def case_endpoint(self) -> None:
         # 4. --endpoint as .../v1 and the bare host
         for form, endpoint in (("/v1", self.url + "/v1"), ("bare host", self.url)):
             work = self.folder("endpoint-" + form.replace("/", "").replace(" ", "-"))
             write(work / "data.jsonl", [chat(f"e{i}", f"q {i}") for i in range(2)])
             code, line = self.run(work, "data.jsonl", endpoint=endpoint)
-            add(f"--endpoint {form}", work, code, line)
+            self.add(f"--endpoint {form}", work, code, line)
+
+    def case_lines(self) -> None:
         # 5. one row with a lone surrogate, one malformed line, among good rows
         work = self.folder("bad-lines")
         good = [json.dumps(chat(f"g{i}", f"q {i}")) for i in range(3)]
@@ -160,7 +181,9 @@ class Cases:
                  good[1], '{"id": "cut", "messages": [', good[2]]  # fmt: skip
         (work / "data.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
         code, line = self.run(work, "data.jsonl")
-        add("a lone surrogate and a malformed line among 3 good rows", work, code, line)
+        self.add("a lone surrogate and a malformed line among 3 good rows", work, code, line)
+
+    def case_interrupt(self) -> None:
         # 6. Ctrl-C mid-run
         work = self.folder("interrupt")
         write(work / "data.jsonl", [*(chat(f"i{i}", f"q {i}") for i in range(3)),
@@ -178,9 +201,8 @@ class Cases:
         victim.send_signal(signal.SIGINT)
         stdout, stderr = victim.communicate(timeout=120)
         (work / "last.stderr").write_text(stderr)
-        add("Ctrl-C after 3 of 6 conversations", work, victim.returncode,
+        self.add("Ctrl-C after 3 of 6 conversations", work, victim.returncode,
             last_line(stdout, stderr, victim.returncode))  # fmt: skip
-        return out
 
 
 def rows(work: Path) -> str:
@@ -209,8 +231,10 @@ def report(work: Path) -> str:
     if not path.exists():
         return "none"
     value = json.loads(path.read_text())
-    keys = ("exit_code", "regenerated", "not_reached", "skipped", "failed")
-    parts = [f"{k} {json.dumps(value.get(k))}" for k in keys if value.get(k) not in (None, {}, 0)]
+    keys = ("exit_code", "regenerated", "cut_short", "already_done", "not_reached", "skipped",
+            "failed")
+    parts = [f"{k} {json.dumps(value.get(k))}" for k in keys[:2]]
+    parts += [f"{k} {json.dumps(value.get(k))}" for k in keys[2:] if value.get(k)]
     settings = value.get("settings") or {}
     if settings:
         parts.append("settings: " + json.dumps({k: settings.get(k) for k in
@@ -240,7 +264,7 @@ def last_line(stdout: str, stderr: str, code: int) -> str:
     return _plain(lines[-1][:500])
 
 
-def main(releases: list[str]) -> None:
+def main(releases: list[str], only: str = "") -> None:
     with tempfile.TemporaryDirectory(prefix="regen-bad-day-") as scratch:
         base = Path(scratch)
         model = demo.write_model(base / "model", "qwen36")
@@ -252,7 +276,7 @@ def main(releases: list[str]) -> None:
                 print("| case | exit | rows | report | last line |\n|---|---|---|---|---|")
                 cases = Cases(release, base, served.url, model)
                 cases.limited = limited.url
-                cases.all()
+                cases.all(only)
         finally:
             served.close()
             limited.close()
@@ -260,4 +284,6 @@ def main(releases: list[str]) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    main(sys.argv[1:] or ["0.9.0"])
+    chosen = [a for a in sys.argv[1:] if not a.startswith("--only=")]
+    only = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")), "")
+    main(chosen or ["0.9.0"], only)

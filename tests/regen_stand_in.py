@@ -56,7 +56,7 @@ class StandIn:
         self.server.server_close()
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        messages = body.get("messages") or []
+        messages = [_parsed_calls(m) for m in body.get("messages") or []]
         tools = body.get("tools")
         if "[slow]" in json.dumps(messages[-1:]):  # a reply that takes long (Ctrl-C mid-run)
             time.sleep(SLOW_SECONDS)
@@ -110,6 +110,21 @@ class StandIn:
                 "total_tokens": len(prompt) + len(completion),
             },
         }
+
+
+def _parsed_calls(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant turn's call arguments as the template reads them: vLLM parses the JSON
+    text a client sends back before rendering."""
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if not calls:
+        return message
+    parsed = []
+    for call in calls:
+        function = dict(call.get("function") or {})
+        if isinstance(function.get("arguments"), str):
+            function["arguments"] = json.loads(function["arguments"])
+        parsed.append({**call, "function": function})
+    return {**message, "tool_calls": parsed}
 
 
 def _error(message: str) -> dict[str, Any]:

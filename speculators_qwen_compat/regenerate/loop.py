@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from urllib.parse import urlsplit, urlunsplit
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -274,7 +275,13 @@ def fault_of(exc: BaseException) -> str | None:
         return str(exc)
     status = status_of(exc)
     if status is not None and status not in REFUSALS and unanswered_reason(exc) is None:
-        return " ".join(str(exc).split())[:300]
+        said = " ".join(str(exc).split())[:300]
+        if status == 404:
+            said += (
+                f" (the chat route is {CHAT_ROUTE}: --endpoint http://HOST:PORT{CHAT_ROUTE}, "
+                "or the server's address alone)"
+            )
+        return said
     return None
 
 
@@ -282,6 +289,27 @@ def _models_hint() -> str:
     state = run_state.current()
     endpoint = state.endpoint if state is not None else ""
     return f"at {models_url(endpoint)}" if endpoint else "on /v1/models"
+
+
+#: the route of the chat endpoint under the server's address
+CHAT_ROUTE = "/v1/chat/completions"
+
+
+def chat_endpoint(endpoint: str) -> str:
+    """``--endpoint`` as upstream posts to it: the chat route added to the bare host
+    (``http://HOST:PORT``) and to ``.../v1`` (as the README's other steps write the server's
+    address); any other path is kept as given."""
+    parts = urlsplit(endpoint)
+    path = parts.path.rstrip("/")
+    if not parts.scheme or not parts.netloc:
+        return endpoint
+    if not path:
+        path = CHAT_ROUTE
+    elif path.endswith("/v1"):
+        path += CHAT_ROUTE[len("/v1") :]
+    else:
+        return endpoint
+    return urlunsplit(parts._replace(path=path))
 
 
 def models_url(endpoint: str) -> str:
@@ -335,11 +363,23 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def _server_reason(text: str, status: int) -> str:
-    """vLLM's error message (for a template error, the template's words), else the status."""
+    """vLLM's error message (for a template error, the template's words), else the status;
+    the numbers in it (a request's token counts) are N, so one kind of refusal is one reason
+    (the errors file keeps each request's own message)."""
     match = _MESSAGE.search(text)
     if match:
         try:
-            return " ".join(json.loads(f'"{match.group(1)}"').split())[:200]
+            message = json.loads(f'"{match.group(1)}"')
         except ValueError:
-            return " ".join(match.group(1).split())[:200]
+            message = match.group(1)
+        return grouped(" ".join(message.split()))[:200]
     return f"the server refused the request (HTTP {status})"
+
+
+#: a number standing alone in a server's message (not part of a name such as Qwen3.5 or v1)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?!\w|[.,]\d)")
+
+
+def grouped(message: str) -> str:
+    """A server's message with each number standing alone replaced by N."""
+    return _NUMBER.sub("N", message)

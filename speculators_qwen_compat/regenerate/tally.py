@@ -77,7 +77,7 @@ class RegenTally:
         ):
             line += f"; {label} {sum(counts.values())}"
             if counts:
-                line += ": " + ", ".join(f'{n} x "{r}"' for r, n in counts.most_common(6))
+                line += ": " + _most_frequent(counts)
         if self.resumed:
             line += f"; {self.resumed} already in the output (--resume)"
         if self.not_reached:
@@ -107,6 +107,21 @@ class RegenTally:
             "warnings": dict(self.warnings.most_common()),
             **extra,
         }
+
+
+#: reasons the line lists per category (the report has them all)
+SHOWN_REASONS = 6
+
+
+def _most_frequent(counts: Counter[str]) -> str:
+    """The most frequent reasons, and how many more there are (``and N more``)."""
+    shown = counts.most_common(SHOWN_REASONS)
+    text = ", ".join(f'{n} x "{r}"' for r, n in shown)
+    rest = len(counts) - len(shown)
+    if rest:
+        conversations = sum(counts.values()) - sum(n for _, n in shown)
+        text += f", and {rest} more ({conversations} conversations; each in the report)"
+    return text
 
 
 def report_path(outfile: Path) -> Path:

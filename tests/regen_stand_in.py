@@ -45,7 +45,7 @@ class StandIn:
         self.lock = threading.Lock()  # one render at a time, as vLLM's renderer
         self.requests = 0
         handler = type("Handler", (_Handler,), {"stand_in": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server = _Server(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -129,6 +129,13 @@ def _parsed_calls(message: dict[str, Any]) -> dict[str, Any]:
 
 def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a run stopped, a request cancelled) is not an error here."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -63,7 +63,12 @@ Probe = Callable[[], Awaitable[bool]]
 
 
 class Refused(Exception):
-    """The server refused one request for its content; the message is the server's reason."""
+    """The server refused one request for its content; the message is the server's reason
+    (its numbers grouped: ``grouped``), ``said`` its whole words for the errors file."""
+
+    def __init__(self, reason: str, said: str = "") -> None:
+        super().__init__(reason)
+        self.said = said or reason
 
 
 class Unanswered(Exception):
@@ -99,7 +104,7 @@ async def regenerate(
     tally = run_state.tally()
     recorded = {**sampling_params, **overrides}
     prefix: list[dict[str, Any]] = []
-    reason = None
+    reason = said = None
     try:
         if plan.pending is not None:  # a tokenizer's own error here is a bug, counted below
             skip = await asyncio.to_thread(plan.check)
@@ -118,7 +123,7 @@ async def regenerate(
         else:
             reason = plan.stop_reason
     except Refused as exc:
-        reason = str(exc)
+        reason, said = str(exc), exc.said
         if item.get("tools") and not samples:
             _tool_refusal(reason)
     except Unanswered as exc:
@@ -139,7 +144,7 @@ async def regenerate(
     if not samples:
         reason = reason or EMPTY_REPLY
         tally.failed[reason] += 1
-        raise NothingRegenerated(reason)
+        raise NothingRegenerated(said or reason)  # the errors file keeps the server's words
     run_state.answered()
     _count(tally, item, reason, len(samples))
     return bool(reason)
@@ -244,7 +249,8 @@ async def _post(post_fn: Post, payload: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         status = status_of(exc)
         if status in REFUSALS:
-            raise Refused(_server_reason(str(exc), status)) from exc
+            raise Refused(_server_reason(str(exc), status),
+                          _server_reason(str(exc), status, grouped=False)) from exc  # fmt: skip
         unanswered = unanswered_reason(exc)
         if unanswered is not None:
             raise Unanswered(unanswered) from exc
@@ -362,7 +368,7 @@ def status_of(exc: BaseException) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _server_reason(text: str, status: int) -> str:
+def _server_reason(text: str, status: int, grouped: bool = True) -> str:
     """vLLM's error message (for a template error, the template's words), else the status;
     the numbers in it (a request's token counts) are N, so one kind of refusal is one reason
     (the errors file keeps each request's own message)."""
@@ -372,7 +378,8 @@ def _server_reason(text: str, status: int) -> str:
             message = json.loads(f'"{match.group(1)}"')
         except ValueError:
             message = match.group(1)
-        return grouped(" ".join(message.split()))[:200]
+        message = " ".join(message.split())
+        return (group_numbers(message) if grouped else message)[:200]
     return f"the server refused the request (HTTP {status})"
 
 
@@ -380,6 +387,6 @@ def _server_reason(text: str, status: int) -> str:
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?!\w|[.,]\d)")
 
 
-def grouped(message: str) -> str:
+def group_numbers(message: str) -> str:
     """A server's message with each number standing alone replaced by N."""
     return _NUMBER.sub("N", message)

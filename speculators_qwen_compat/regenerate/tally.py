@@ -18,6 +18,7 @@ became of each conversation. Every conversation read ends in exactly one categor
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections import Counter
@@ -132,10 +133,24 @@ def report_path(outfile: Path) -> Path:
 
 
 def write_report(outfile: Path, tally: RegenTally, **extra: Any) -> Path:
-    """Write the report whole (a temporary file renamed over it): it is the run's last act."""
+    """Write the report whole (a temporary file renamed over it): it is the run's last act. On
+    a full disk (no room for the temporary copy) the run's own report, written when it started,
+    is rewritten in place: its blocks are the room the last report needs."""
     path = report_path(outfile)
-    text = json.dumps(tally.report(**extra), indent=2, ensure_ascii=False) + "\n"
+    data = (json.dumps(tally.report(**extra), indent=2, ensure_ascii=False) + "\n").encode()
     scratch = path.with_name(path.name + ".tmp")
-    scratch.write_text(text, encoding="utf-8")
-    os.replace(scratch, path)
+    try:
+        scratch.write_bytes(data)
+        os.replace(scratch, path)
+    except OSError as exc:
+        scratch.unlink(missing_ok=True)
+        if exc.errno != errno.ENOSPC or not path.exists():
+            raise
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        finally:
+            os.close(fd)
     return path

@@ -135,8 +135,10 @@ class Cases:
                     chat(f"t{i}", "word " * 2 * CONTEXT) if i % 4 == 3 else tool_chat(f"t{i}")
                     for i in range(40)
                 ])  # fmt: skip
-                command, env = self.command(str(work / "data.jsonl"), "--concurrency", "8",
-                                            endpoint=self.limited + "/v1/chat/completions")  # fmt: skip
+                limited = self.limited + "/v1/chat/completions"
+                command, env = self.command(
+                    str(work / "data.jsonl"), "--concurrency", "8", endpoint=limited
+                )
                 ran = subprocess.run(command, cwd=disk, capture_output=True, text=True,
                                      env=env, timeout=900)  # fmt: skip
                 (work / "last.stderr").write_text(ran.stderr)
@@ -147,8 +149,9 @@ class Cases:
                     f"file: {errs})", disk, ran.returncode, line)  # fmt: skip
                 if attempt == 0:
                     subprocess.run(["mount", "-o", "remount,size=20m", str(disk)], check=True)
-                    command, env = self.command(str(work / "data.jsonl"), "--resume",
-                                                endpoint=self.limited + "/v1/chat/completions")  # fmt: skip
+                    command, env = self.command(
+                        str(work / "data.jsonl"), "--resume", endpoint=limited
+                    )
                     ran = subprocess.run(command, cwd=disk, capture_output=True, text=True,
                                          env=env, timeout=900)  # fmt: skip
                     self.add("... then --resume with room", disk, ran.returncode,
@@ -186,8 +189,8 @@ class Cases:
     def case_interrupt(self) -> None:
         # 6. Ctrl-C mid-run
         work = self.folder("interrupt")
-        write(work / "data.jsonl", [*(chat(f"i{i}", f"q {i}") for i in range(3)),
-                                    *(chat(f"w{i}", f"wait [slow] {i}") for i in range(3))])  # fmt: skip
+        quick = [chat(f"i{i}", f"q {i}") for i in range(3)]
+        write(work / "data.jsonl", [*quick, *(chat(f"w{i}", f"[slow] {i}") for i in range(3))])
         command, env = self.command("data.jsonl", "--concurrency", "1")
         victim = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -231,8 +234,15 @@ def report(work: Path) -> str:
     if not path.exists():
         return "none"
     value = json.loads(path.read_text())
-    keys = ("exit_code", "regenerated", "cut_short", "already_done", "not_reached", "skipped",
-            "failed")
+    keys = (
+        "exit_code",
+        "regenerated",
+        "cut_short",
+        "already_done",
+        "not_reached",
+        "skipped",
+        "failed",
+    )
     parts = [f"{k} {json.dumps(value.get(k))}" for k in keys[:2]]
     parts += [f"{k} {json.dumps(value.get(k))}" for k in keys[2:] if value.get(k)]
     settings = value.get("settings") or {}

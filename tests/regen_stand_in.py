@@ -1,15 +1,16 @@
 """A stand-in vLLM chat server for regenerate-responses runs that need many requests answered fast
 (a full disk mid-run, grouped refusals, the endpoint's forms, the bench's request loop).
 
-It answers what vLLM 0.32's OpenAI server answers a ``return_token_ids`` request with, the prompt
-rendered by the model's own chat template (``apply_chat_template`` of the model folder's
+It answers what vLLM 0.32's OpenAI server answers a ``return_token_ids`` request with, the
+prompt rendered by the model's own chat template (``apply_chat_template`` of the model folder's
 tokenizer, ``tools`` included): ``prompt_token_ids``, one choice with ``token_ids``, the reply's
 ``reasoning`` and ``content`` (or a qwen3_coder-shaped ``tool_calls`` when the last user turn
-says ``[call NAME]``; ``[slow]``: answered after SLOW_SECONDS), ``finish_reason`` ``stop``. A prompt above ``max_input_tokens`` is refused
-with vLLM's own 400 ("This model's maximum context length is L tokens. However, your prompt
-contains N input tokens, ...", renderers/params.py), a template error with a 400 carrying the
-template's words, any other path with FastAPI's 404. ``/v1/models`` and ``/health`` answer as
-vLLM's do. The replies are fixed text (no model runs): what is measured is the client.
+says ``[call NAME]``; ``[slow]``: answered after SLOW_SECONDS), ``finish_reason`` ``stop``. A
+prompt above ``max_input_tokens`` is refused with vLLM's own 400 ("This model's maximum context
+length is L tokens. However, your prompt contains N input tokens, ...", renderers/params.py), a
+template error with a 400 carrying the template's words, any other path with FastAPI's 404.
+``/v1/models`` and ``/health`` answer as vLLM's do. The replies are fixed text (no model runs):
+what is measured is the client.
 
 ``python tests/regen_stand_in.py MODEL_DIR PORT_FILE [MAX_INPUT_TOKENS]`` serves until killed
 and writes its URL to PORT_FILE once it listens (the bench runs it in its own process, so its
@@ -77,13 +78,16 @@ class StandIn:
             )
         self.requests += 1
         last = messages[-1] if messages else {}
-        wanted = _CALL.search(json.dumps(last.get("content"))) if last.get("role") == "user" else None
+        wanted = (
+            _CALL.search(json.dumps(last.get("content"))) if last.get("role") == "user" else None
+        )
         message: dict[str, Any] = {"role": "assistant", "reasoning": REASONING, "content": ANSWER}
         generated = f"{REASONING}\n</think>\n\n{ANSWER}"
         if wanted:
             name = wanted.group(1)
+            arguments = json.dumps({"city": "Paris"})
             call = {"id": f"call-{self.requests}", "type": "function",
-                    "function": {"name": name, "arguments": json.dumps({"city": "Paris"})}}  # fmt: skip
+                    "function": {"name": name, "arguments": arguments}}  # fmt: skip
             message = {"role": "assistant", "reasoning": REASONING, "content": None,
                        "tool_calls": [call]}  # fmt: skip
             generated = (

@@ -6,9 +6,9 @@ exit code, never the code under test.
 
 - what a run used is in its report; ``--resume`` refuses changed generation settings in one
   line naming each, unless ``--allow-changed-settings`` (then the report keeps both);
-- a full disk (a small tmpfs: the suite runs as root) ends every time as the documented line, with a report,
-  no traceback, no record of the disk in the errors file and no torn line; ``--resume`` with
-  room finishes, each conversation once;
+- a full disk (a small tmpfs: the suite runs as root) ends every time as the documented line,
+  with a report, no traceback, no record of the disk in the errors file and no torn line;
+  ``--resume`` with room finishes, each conversation once;
 - refusals that differ only in their numbers are one reason; past six reasons "and N more";
 - ``--endpoint`` as ``.../v1`` and as the bare host; another path's 404 names the route;
 - a line the loader cannot read is that row's counted skip, the other rows run;
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -93,8 +92,10 @@ def command(server: StandIn, model: Path, data: Path, *extra: str,
 
 def regen(server: StandIn, model: Path, work: Path, data: Path, *extra: str,
           **kw: Any) -> subprocess.CompletedProcess:  # fmt: skip
-    return subprocess.run(command(server, model, data, *extra, **kw), cwd=work,
-                          capture_output=True, text=True, env=subprocess_env(), timeout=600)  # fmt: skip
+    return subprocess.run(
+        command(server, model, data, *extra, **kw),
+        cwd=work, capture_output=True, text=True, env=subprocess_env(), timeout=600,
+    )  # fmt: skip
 
 
 def report(work: Path) -> dict[str, Any]:

@@ -31,9 +31,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from urllib.parse import urlsplit, urlunsplit
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from speculators_qwen_compat.regenerate import state as run_state
 from speculators_qwen_compat.regenerate.plan import Plan, Step

@@ -46,8 +46,8 @@ from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE
 from speculators_qwen_compat.regenerate import state as regen_state
-from speculators_qwen_compat.regenerate.settings import ALLOW_FLAG
 from speculators_qwen_compat.regenerate.run import guarded_run
+from speculators_qwen_compat.regenerate.settings import ALLOW_FLAG
 
 RUN = Target(
     CLI_REGENERATE,
@@ -143,7 +143,8 @@ def timed(post_chat: Any) -> Any:
 
 def with_run_options(command: Any) -> Any:
     """Upstream's typer command with ``--request-timeout``, ``--max-consecutive-failures`` and
-    ``--allow-changed-settings`` added to its signature (typer reads both ``__signature__`` and the annotations)."""
+    ``--allow-changed-settings`` added to its signature (typer reads both ``__signature__``
+    and the annotations)."""
     import typer
 
     signature = inspect.signature(command)

@@ -9,8 +9,8 @@ says ``[call NAME]``; ``[slow]``: answered after SLOW_SECONDS), ``finish_reason`
 prompt above ``max_input_tokens`` is refused with vLLM's own 400 ("This model's maximum context
 length is L tokens. However, your prompt contains N input tokens, ...", renderers/params.py), a
 template error with a 400 carrying the template's words, any other path with FastAPI's 404.
-``/v1/models`` and ``/health`` answer as vLLM's do. The replies are fixed text (no model runs):
-what is measured is the client.
+``/v1/models`` and ``/health`` answer as vLLM's do; ``/stats`` counts the requests answered.
+The replies are fixed text (no model runs): what is measured is the client.
 
 ``python tests/regen_stand_in.py MODEL_DIR PORT_FILE [MAX_INPUT_TOKENS]`` serves until killed
 and writes its URL to PORT_FILE once it listens (the bench runs it in its own process, so its
@@ -76,7 +76,8 @@ class StandIn:
                 "limit even without any output tokens. Please reduce the length of the input "
                 "prompt."
             )
-        self.requests += 1
+        with self.lock:
+            self.requests += 1
         last = messages[-1] if messages else {}
         wanted = (
             _CALL.search(json.dumps(last.get("content"))) if last.get("role") == "user" else None
@@ -163,6 +164,8 @@ class _Handler(BaseHTTPRequestHandler):
                                                           "object": "model"}]})  # fmt: skip
         elif self.path == "/health":
             self._send(200, {})
+        elif self.path == "/stats":  # the stand-in's own: chat requests answered so far
+            self._send(200, {"requests": self.stand_in.requests})
         else:
             self._send(404, {"detail": "Not Found"})
 

@@ -289,7 +289,7 @@ def test_the_precheck_is_linear_in_turns(qwen36_dir: Path, monkeypatch: Any) -> 
         turns += [{"role": "user", "content": f"q{index}"}, {"role": "assistant", "content": "a"}]
     plan, _ = plan_row({"messages": turns}, tokenizer=tokenizer)
     assert plan.check() is None and len(plan) == 40
-    assert len(renders) == 2, renders  # the first step's prompt and the whole
+    assert len(renders) == 1, renders  # the whole conversation, once (text: no tokenizing)
     late = [*turns[:20], {"role": "system", "content": "late"}, *turns[20:]]
     renders.clear()
     plan, _ = plan_row({"messages": late}, tokenizer=tokenizer)
@@ -706,3 +706,17 @@ def test_ctrl_c_says_where_the_rows_are_and_a_second_one_ends_the_wait(
     ), err
     report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
     assert report["exit_code"] == 130 and report["output"] == str(partial)
+
+
+def test_a_first_prompt_reaching_max_tokens_is_warned_by_the_servers_count(run_state: Any) -> None:
+    """The pre-check renders text only (no tokenizing): the prompt's length is the server's,
+    from its answer (``prompt_token_ids``), counted once per conversation."""
+    server = FakeServer(reply("Ok.", prompt=1200), reply("Ok.", prompt=1300))
+    row = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                        {"role": "user", "content": "c"}]}  # fmt: skip
+    samples, outcome = run(row, server, max_tokens=1000)
+    assert len(samples) == 1 and outcome is True  # prompt + reply above --max-tokens: cut
+    assert run_state.tally.warnings == {loop.LONG_PROMPT: 1}
+    server = FakeServer(reply("Ok.", prompt=999))
+    run({"messages": [{"role": "user", "content": "a"}]}, server, max_tokens=1000)
+    assert run_state.tally.warnings == {loop.LONG_PROMPT: 1}

@@ -111,7 +111,6 @@ async def regenerate(
             if skip:
                 tally.skipped[skip] += 1
                 return False
-        _warn_long(plan, item)
         for step in plan:
             prefix.extend(step.lead)
             reason = await _step(
@@ -164,14 +163,6 @@ def _count(tally: Any, item: dict[str, Any], reason: str | None, rows: int) -> N
     run_state.counted(str(item.get("primary_id")), count)
 
 
-def _warn_long(plan: Plan, item: dict[str, Any]) -> None:
-    """Count a first prompt at or above ``--max-tokens`` (only its first reply can come back)."""
-    state = run_state.current()
-    limit = state.max_tokens if state is not None else None
-    if limit and plan and plan[0].prompt_tokens >= limit:
-        run_state.tally().warnings[LONG_PROMPT] += 1
-
-
 LONG_PROMPT = "conversations whose first prompt alone reaches --max-tokens"
 
 
@@ -215,6 +206,10 @@ async def _step(
         if not data.get("prompt_token_ids") or not choice.get("token_ids"):
             raise NoTokenIds("the server's reply has no token ids (it must be vLLM, which "
                              "returns them for return_token_ids)")  # fmt: skip
+        if not samples and len(data["prompt_token_ids"]) >= max_tokens:
+            # the first prompt alone reaches --max-tokens (the server's count): only its first
+            # reply can come back
+            run_state.tally().warnings[LONG_PROMPT] += 1
         if thinking:  # every sampled token is a row: upstream would call it empty
             shown = {**message, "content": reasoning or "(cut)"}
             data = {**data, "choices": [{**choice, "message": shown}, *data["choices"][1:]]}

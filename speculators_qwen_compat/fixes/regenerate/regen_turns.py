@@ -29,7 +29,6 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
-from speculators_qwen_compat.data import vllm_tokenizer
 from speculators_qwen_compat.data.normalize import BadConversation
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.lines import JsonLines, is_json_lines
@@ -101,9 +100,6 @@ def _build_detokenizer(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -
     if state is not None:
         state.model = bind(wrapped, args, kwargs).arguments["model"]
         state.tokenizer = tokenizer_of(detokenize) or _load(state.model)
-        # the class vLLM builds is loaded now, before any request: a load (and its log line)
-        # in a pre-check thread could outlive a run already ended by a dead server
-        vllm_tokenizer.for_rendering(state.tokenizer)
     return detokenize
 
 

@@ -2,11 +2,11 @@
 fixes off) on the same stand-in server (tests/regen_stand_in.py, in a process of its own: its
 CPU is not the client's; each prompt rendered by the model's own template, fixed replies).
 
-- the request loop: CPU (user + system of the client's processes) per request, taken as the
-  difference between a run over N conversations and one over their first M (the start-up,
-  imports and tokenizer load, cancels out), divided by the difference in requests the server
-  answered (its ``/stats``); the two commands alternate, the order reversed every round, and
-  the ratio is ours / upstream's within each round;
+- the request loop: CPU (user + system of the client's process tree, /proc) per request,
+  sampled every 0.1 s beside the requests the server answered (its ``/stats``): the CPU
+  between the first request answered and the last, over the requests in between (start-up,
+  imports and the tokenizer load are outside); the two commands alternate, the order reversed
+  every round, and the ratio is ours / upstream's within each round;
 - peak memory (summed PSS of the client's process tree, every 0.2 s) on conversations with one
   1 MB message.
 
@@ -19,7 +19,9 @@ folder with the real vocabulary. ``--doc`` writes docs/regenerate-responses.md's
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +30,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -35,16 +38,14 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(BENCH))
 
-from timing import Command, Sample, time_sample  # noqa: E402
+from timing import _children_of, tree_pss  # noqa: E402
 from workloads import SWITCH, environment  # noqa: E402
 
 DOC = ROOT / "docs" / "regenerate-responses.md"
+TICKS = os.sysconf("SC_CLK_TCK")
 ENTRY = ("-m", "speculators_qwen_compat.regenerate_responses")
 UPSTREAM = ("-m", "speculators", "regenerate-responses")
-WORDS = (
-    "the model returns a list of values from each request and the server keeps state for every "
-    "user while tests check that results match what we expected before deployment"
-).split()
+WORDS = ["the", "model", "returns", "a", "list", "of", "values", "from", "each", "request", "and", "the", "server", "keeps", "state", "for", "every", "user", "while", "tests", "check", "that", "results", "match", "what", "we", "expected", "before", "deployment"]
 
 
 def conversations(count: int, seed: int = 7) -> list[dict]:
@@ -104,48 +105,94 @@ def answered(url: str) -> int:
 
 
 def command(python: list[str], who: str, url: str, model: Path, data: Path,
-            out: Path) -> Command:  # fmt: skip
+            out: Path) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     argv = [
         *python, *(ENTRY if who == "ours" else UPSTREAM), "--endpoint",
         url + "/v1/chat/completions", "--model", str(model), "--dataset", str(data),
         "--outfile", str(out / "out.jsonl"), "--concurrency", "16",
     ]  # fmt: skip
-    env = environment(**({SWITCH: "0"} if who == "upstream" else {}))
-    return Command(f"{who}-{data.stem}", argv, env, fresh=(out,))
+    return argv, environment(**({SWITCH: "0"} if who == "upstream" else {}))
 
 
-def measure(python: list[str], model: Path, work: Path, *, count: int = 2000, head: int = 100,
-            rounds: int = 2, long_count: int = 3,
-            long_size: int = 1 << 20) -> dict[str, list[float]]:  # fmt: skip
-    """Per round: CPU ms per request of each command's loop, and peak MB on long messages."""
+@dataclass
+class Loop:
+    """One run: its request loop's CPU per request, its wall time and its peak memory."""
+
+    cpu_per_request: float  # seconds
+    requests: int
+    wall: float
+    peak_pss: int
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and its descendants so far."""
+    children = _children_of()
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, ()))
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+def run_loop(argv: list[str], env: dict[str, str], url: str, out: Path, log: Path) -> Loop:
+    """Run one command, sampling every 0.1 s its process tree's CPU and the requests the server
+    answered: the loop's CPU per request is the CPU between the first sample after a request was
+    answered and the last sample at which one was, over the requests answered in between (the
+    start-up, the tokenizer load and the end are outside the window)."""
+    shutil.rmtree(out, ignore_errors=True)
+    base = answered(url)
+    points: list[tuple[float, int]] = []
+    peak = 0
+    start = time.perf_counter()
+    with log.open("wb") as err:
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        while process.poll() is None:
+            cpu, asked = tree_cpu(process.pid), answered(url) - base
+            peak = max(peak, tree_pss(process.pid)[0])
+            points.append((cpu, asked))
+            time.sleep(0.1)
+    wall = time.perf_counter() - start
+    if process.returncode != 0:
+        raise RuntimeError(f"{argv} exited with {process.returncode}: {log.read_text()[-2000:]}")
+    asked = answered(url) - base
+    moving = [(cpu, n) for cpu, n in points if n > 0]
+    first = moving[0] if moving else (0.0, 0)
+    last = next((p for p in moving if p[1] == moving[-1][1]), first) if moving else first
+    per_request = (last[0] - first[0]) / (last[1] - first[1]) if last[1] > first[1] else 0.0
+    return Loop(per_request, asked, wall, peak)
+
+
+def measure(python: list[str], model: Path, work: Path, *, count: int = 2000, rounds: int = 3,
+            long_count: int = 3, long_size: int = 1 << 20) -> dict[str, list[float]]:  # fmt: skip
+    """Per round: CPU ms per request of each command's loop, its wall time and requests, and
+    the peak MB on long messages."""
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    rows = conversations(count)
-    full = write(work / "data" / "loop.jsonl", rows)
-    small = write(work / "data" / "head.jsonl", rows[:head])
+    full = write(work / "data" / "loop.jsonl", conversations(count))
     big = write(work / "data" / "long.jsonl", long_messages(long_count, long_size))
     figures: dict[str, list[float]] = {}
     with stand_in(python, model, work) as url:
         for index in range(rounds):
             order = ["ours", "upstream"] if index % 2 == 0 else ["upstream", "ours"]
             for who in order:
-                samples: dict[str, tuple[Sample, int]] = {}
-                for data in (full, small, big):
-                    run = command(
-                        python, who, url, model, data, work / "out" / f"{who}-{data.stem}"
-                    )
-                    before = answered(url)
-                    sample = time_sample(run, logs / f"{run.name}.log")
-                    samples[data.stem] = (sample, answered(url) - before)
-                (loop, asked), (start, asked_head) = samples["loop"], samples["head"]
-                per_request = (loop.cpu - start.cpu) / max(1, asked - asked_head) * 1000
-                figures.setdefault(f"{who} cpu ms/request", []).append(per_request)
+                runs = {}
+                for data in (full, big):
+                    out = work / "out" / f"{who}-{data.stem}"
+                    argv, env = command(python, who, url, model, data, out)
+                    runs[data.stem] = run_loop(argv, env, url, out, logs / f"{who}-{data.stem}.log")
+                loop, long = runs["loop"], runs["long"]
+                figures.setdefault(f"{who} cpu ms/request", []).append(loop.cpu_per_request * 1e3)
                 figures.setdefault(f"{who} wall s", []).append(loop.wall)
-                figures.setdefault(f"{who} requests", []).append(asked)
-                figures.setdefault(f"{who} peak MB", []).append(samples["long"][0].peak_pss / 1e6)
-                print(f"  round {index + 1}/{rounds} {who:<9} {per_request:6.2f} ms CPU/request "
-                      f"({asked} requests, {loop.wall:.1f} s wall), long messages: "
-                      f"{samples['long'][0].peak_pss / 1e6:.0f} MB peak", flush=True)  # fmt: skip
+                figures.setdefault(f"{who} requests", []).append(loop.requests)
+                figures.setdefault(f"{who} peak MB", []).append(long.peak_pss / 1e6)
+                print(f"  round {index + 1}/{rounds} {who:<9} {loop.cpu_per_request * 1e3:6.2f} "
+                      f"ms CPU/request ({loop.requests} requests, {loop.wall:.1f} s wall), "
+                      f"long messages: {long.peak_pss / 1e6:.0f} MB peak", flush=True)  # fmt: skip
     return figures
 
 
@@ -183,10 +230,11 @@ def block(figures: dict[str, list[float]], count: int, long_count: int, rounds: 
         f"command (fixes off), speculators 0.9.0, `--concurrency 16`, against the stand-in "
         f"server (tests/regen_stand_in.py, its own process) rendering each prompt with the "
         f"model's template; {rounds} rounds, the order reversed every other round. CPU per "
-        f"request = (CPU of the run over {count:,} conversations - CPU of the run over their "
-        f"first 100) / (the difference in requests answered; {requests:,} in the full run): the "
-        f"loop without the start-up. Peak memory = the largest summed PSS of the client's "
-        f"process tree.\n\n{table(figures, count, long_count)}"
+        f"request = the client's CPU (user + system, its process tree) from the first request "
+        f"answered to the last, sampled every 0.1 s, over the requests answered in between "
+        f"({requests:,} in a run): the loop without the start-up. Wall = the whole run. Peak "
+        f"memory = the largest summed PSS of the client's process tree.\n\n"
+        f"{table(figures, count, long_count)}"
     )
 
 
@@ -202,7 +250,7 @@ def main(argv: list[str]) -> None:
         model = Path(given[0]) if given else demo.write_model(work / "model", "qwen36")
         figures = measure(python, model, work)
     about = f"model {'the demo tokenizer' if not given else model.name}"
-    text = block(figures, 2000, 3, 2, about)
+    text = block(figures, 2000, 3, 3, about)
     print("\n" + text)
     if doc:
         import doc_block

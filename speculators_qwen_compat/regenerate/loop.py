@@ -107,7 +107,10 @@ async def regenerate(
     reason = said = None
     try:
         if plan.pending is not None:  # a tokenizer's own error here is a bug, counted below
-            skip = await asyncio.to_thread(plan.check)
+            # a long conversation is rendered in a thread, off the event loop that feeds the
+            # requests; a short one here (its render costs less than the hop to a thread)
+            long = sum(_text_size(m) for m in prefix_of(plan)) >= THREAD_RENDER_BYTES
+            skip = await asyncio.to_thread(plan.check) if long else plan.check()
             if skip:
                 tally.skipped[skip] += 1
                 return False
@@ -164,6 +167,24 @@ def _count(tally: Any, item: dict[str, Any], reason: str | None, rows: int) -> N
 
 
 LONG_PROMPT = "conversations whose first prompt alone reaches --max-tokens"
+#: conversations with at least this much text are rendered in a thread (bench/regen_loop.py:
+#: a short one's render, a fraction of a millisecond, costs less than the hop)
+THREAD_RENDER_BYTES = 32 * 1024
+
+
+def prefix_of(plan: Plan) -> list[dict[str, Any]]:
+    """Every message the plan sends (its steps' leads)."""
+    return [message for step in plan for message in step.lead]
+
+
+def _text_size(message: dict[str, Any]) -> int:
+    """About how many characters a message carries (its content, a list's text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(str(part)) for part in content)
+    return 0
 
 
 async def _step(

@@ -39,6 +39,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,9 +157,17 @@ def _record_id(text: str) -> str | None:
 
 
 def _primary_id(rows: list[str]) -> str | None:
-    with contextlib.suppress(ValueError, IndexError, AttributeError):
-        return str(json.loads(rows[0]).get("primary_id"))
+    """The ``primary_id`` of the first row upstream wrote (found in its text: a row holds the
+    prompt's ids, parsing it whole would cost more than the write)."""
+    match = _PRIMARY_ID.search(rows[0]) if rows else None
+    if match is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return str(json.loads(f'"{match.group(1)}"'))
     return None
+
+
+_PRIMARY_ID = re.compile(r'"primary_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 def partial_path(outfile: Path) -> Path:

@@ -1,10 +1,11 @@
 """The cases of issue 45 through our ``regenerate-responses`` entry point, against the stand-in
 server (tests/regen_stand_in.py: the prompt rendered by the model's own template).
 
-``tools/release_python.sh 0.9.0 bench/regen_bad_day.py [RELEASE ...]`` (as root: the full-disk
-case mounts a small tmpfs) prints one markdown table per release: the case, the exit code, the
-rows on disk, the report (its counts, the settings it recorded) and the last line printed.
-Run from a checkout of the base commit, it gives the "before" column.
+``tools/release_python.sh 0.9.0 bench/regen_bad_day.py [--doc] [--only=CASE,...] [RELEASE ...]``
+(as root: the full-disk case mounts a small tmpfs) prints one markdown table per release: the
+case, the exit code, the rows on disk, the report (its counts, the settings it recorded) and the
+last line printed; ``--doc`` writes docs/regenerate-responses.md's ``regen-bad-day`` block. Run
+with the package of the base commit first on PYTHONPATH, it gives the "before" column.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from regen_figures import _plain  # noqa: E402
 from speculators_qwen_compat import demo  # noqa: E402
 
 ENTRY = ("-m", "speculators_qwen_compat.regenerate_responses")
+DOC = ROOT / "docs" / "regenerate-responses.md"
 WEATHER = {
     "type": "function",
     "function": {
@@ -274,7 +276,8 @@ def last_line(stdout: str, stderr: str, code: int) -> str:
     return _plain(lines[-1][:500])
 
 
-def main(releases: list[str], only: str = "") -> None:
+def main(releases: list[str], only: str = "") -> list[str]:
+    table: list[str] = []
     with tempfile.TemporaryDirectory(prefix="regen-bad-day-") as scratch:
         base = Path(scratch)
         model = demo.write_model(base / "model", "qwen36")
@@ -282,18 +285,24 @@ def main(releases: list[str], only: str = "") -> None:
         limited = regen_stand_in.StandIn(model, max_input_tokens=CONTEXT)
         try:
             for release in releases:
-                print(f"\n#### speculators {release}\n")
-                print("| case | exit | rows | report | last line |\n|---|---|---|---|---|")
+                head = f"#### speculators {release}\n\n| case | exit | rows | report | last line |"
+                print("\n" + head + "\n|---|---|---|---|---|")
                 cases = Cases(release, base, served.url, model)
                 cases.limited = limited.url
-                cases.all(only)
+                table += ["", head, "|---|---|---|---|---|"]
+                table += [f"| {' | '.join(map(str, row))} |" for row in cases.all(only)]
         finally:
             served.close()
             limited.close()
+    return table
 
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    chosen = [a for a in sys.argv[1:] if not a.startswith("--only=")]
+    chosen = [a for a in sys.argv[1:] if not a.startswith("--")]
     only = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")), "")
-    main(chosen or ["0.9.0"], only)
+    block = main(chosen or ["0.9.0"], only)
+    if "--doc" in sys.argv[1:]:
+        import doc_block
+
+        doc_block.write(DOC, "regen-bad-day", "\n".join(block).strip())

@@ -45,7 +45,37 @@ DOC = ROOT / "docs" / "regenerate-responses.md"
 TICKS = os.sysconf("SC_CLK_TCK")
 ENTRY = ("-m", "speculators_qwen_compat.regenerate_responses")
 UPSTREAM = ("-m", "speculators", "regenerate-responses")
-WORDS = ["the", "model", "returns", "a", "list", "of", "values", "from", "each", "request", "and", "the", "server", "keeps", "state", "for", "every", "user", "while", "tests", "check", "that", "results", "match", "what", "we", "expected", "before", "deployment"]
+WORDS = [
+    "the",
+    "model",
+    "returns",
+    "a",
+    "list",
+    "of",
+    "values",
+    "from",
+    "each",
+    "request",
+    "and",
+    "the",
+    "server",
+    "keeps",
+    "state",
+    "for",
+    "every",
+    "user",
+    "while",
+    "tests",
+    "check",
+    "that",
+    "results",
+    "match",
+    "what",
+    "we",
+    "expected",
+    "before",
+    "deployment",
+]
 
 
 def conversations(count: int, seed: int = 7) -> list[dict]:

@@ -15,13 +15,12 @@ Only what is sent is judged: the replies regeneration throws away are neutralise
 normaliser sees them (their ``weight``, their calls' arguments), so "nothing to supervise" or
 arguments that are not JSON never skip a row upstream regenerates. A row with messages but no
 user turn falls back to ``--prompt-field`` as upstream's does. The template pre-check
-(``Plan.check``, run by the loop in a thread) renders what is sent once for the whole
-conversation, as text (no tokenizing: the server counts the tokens): linear in turns; only
-when it is rejected are prefixes bisected to find the first step the template refuses; the plan
-is cut there (the steps before are still regenerated), and a plan with no step left is a skip with the
-template's words. A row that cannot be planned raises ``BadConversation`` (the skip reason).
-Image conversations in a venv that cannot render images locally (no Pillow or image processor:
-regeneration does not need them) are not judged here but by the server, which renders them.
+(``Plan.check``, run by the loop; a long conversation in a thread) renders what is sent once for
+the whole conversation, as text (no tokenizing: the server counts the tokens): linear in turns;
+only when it is rejected are prefixes bisected to find the first step the template refuses; the
+plan is cut there (the steps before are still regenerated), and a plan with no step left is a
+skip with the template's words. A row that cannot be planned raises ``BadConversation`` (the
+skip reason). Images are not loaded here (text only): the server renders them, and judges them.
 """
 
 from __future__ import annotations

@@ -2,13 +2,16 @@
 at once on a server fault or a limit, ended with the report and one line.
 
 Target: speculators 0.8.1/0.9.0 ``cli/regenerate_responses._run`` (:690), applied by
-fixes/regenerate/regen_run.py. Order of a run: ``--model`` detected (a dead endpoint is one
-line), output.take (the lock; an earlier output becomes the partial file), upstream's ``_run``
+fixes/regenerate/regen_run.py. Order of a run: the endpoint's route added (loop.chat_endpoint),
+``--model`` detected (a dead endpoint is one line), the settings recorded and, on ``--resume``,
+compared with the earlier run's (settings.py: a difference is refused unless
+``--allow-changed-settings``), output.take (the lock; an earlier output becomes the partial
+file), the report written with the settings (a run killed later leaves it), upstream's ``_run``
 with ``--outfile`` pointed at the partial file, then either the publish (output.publish: rows
 added) or the earlier output put back as it was (output.restore), and the report (tally.py)
-written last, agreeing with the exit code and the files. ``module`` is upstream's CLI module:
-its ``detect_model``, ``load_seen``, ``sanitize_filename`` and ``DATASET_CONFIGS`` are called,
-not copied.
+written last, agreeing with the exit code and the files (Ctrl-C included). ``module`` is
+upstream's CLI module: its ``detect_model``, ``load_seen``, ``sanitize_filename`` and
+``DATASET_CONFIGS`` are called, not copied.
 """
 
 from __future__ import annotations

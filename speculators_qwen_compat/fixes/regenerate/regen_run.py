@@ -136,7 +136,8 @@ def timed(post_chat: Any) -> Any:
         timeout = regen_state.SETTINGS.request_timeout
         if regen_state.current() is None or not timeout:
             return await post_chat(*args, **kwargs)
-        return await asyncio.wait_for(post_chat(*args, **kwargs), timeout)
+        async with asyncio.timeout(timeout):  # a deadline on this task: no task per try
+            return await post_chat(*args, **kwargs)
 
     return one_try
 

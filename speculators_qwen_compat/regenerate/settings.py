@@ -106,7 +106,7 @@ def refusal(names: list[str], earlier: Mapping[str, Any], now: Mapping[str, Any]
     return CompatError(
         f"--resume with settings that differ from the earlier run's on {output}: {each}; the "
         "rows would mix both: rerun with the earlier settings, give another --outfile, or pass "
-        f"{ALLOW_FLAG} to go on (the report keeps both); nothing was done"
+        "--allow-changed-settings to go on (the report keeps both); nothing was done"
     )
 
 

@@ -24,6 +24,9 @@ that ran next to each other (the order reversed every other round):
    spans each supervises), beside 0.9.0's floor (bench/floor_rows.py: the same rows in a plain
    loop); and both on the slice's head with one bad row (a template
    rejection; tool-call arguments that are not valid JSON): what each does with it.
+7. regenerate-responses (bench/regen_loop.py): our entry point against upstream's command on
+   the same stand-in server: CPU per request of the request loop, peak memory on 1 MB messages;
+   written to docs/regenerate-responses.md's ``regen-bench`` block.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=Path, default=ROOT / ".venvs" / "assets" / "qwen36-vocab")
     parser.add_argument("--peer-good-rows", type=int, default=200, help="rows beside a bad one")
     parser.add_argument("--only", default="", help="comma-separated parts (memory,mix,new,floor,"
-                        "old,start,peer,images); default all")  # fmt: skip
+                        "old,start,peer,images,regen); default all")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="only print the tables")
     return parser.parse_args(argv)
 
@@ -232,6 +235,24 @@ def measure_peer(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
         }
         print(f"  {kind}: {BAD_ROWS[kind]}", flush=True)
     return samples
+
+
+def measure_regen(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+    """regenerate-responses against upstream's on the stand-in server (bench/regen_loop.py):
+    its own block of docs/regenerate-responses.md, no ratio of the prepare_data tables."""
+    import regen_loop
+
+    print(f"== {NEW}: regenerate-responses request loop and peak memory", flush=True)
+    work = setup.work / "regen"
+    figures = regen_loop.measure(setup.python(NEW), setup.model, work)
+    about = (
+        f"{report.machine(setup.python(NEW))}; model: the bench's Qwen3.6 folder (real vocabulary)"
+    )
+    text = regen_loop.block(figures, 2000, 3, 3, about)
+    print("\n" + text, flush=True)
+    if not args.no_write:
+        doc_block.write(regen_loop.DOC, "regen-bench", text)
+    return {}
 
 
 def measure_start_up(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
@@ -438,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
             "start": measure_start_up,
             "peer": measure_peer,
             "images": measure_images,
+            "regen": measure_regen,
         }
         chosen = [p for p in args.only.split(",") if p] or list(parts)
         samples: Samples = {}

@@ -49,6 +49,8 @@ SETTINGS = {
     "180 s": ("speculators_qwen_compat/data/render_faults.py", "RETRY_SECONDS = 180.0"),
     "3 s": ("speculators_qwen_compat/data/render_faults.py", "WRONG_ADDRESS_SECONDS = 3.0"),
     "30%": ("speculators_qwen_compat/data/quality.py", "BOILERPLATE_SHARE, BOILERPLATE_MIN = 0.3,"),
+    "32 KB": ("speculators_qwen_compat/regenerate/loop.py", "THREAD_RENDER_BYTES = 32 * 1024"),
+    "160 KB": ("bench/regen_bad_day.py", '"size=160k"'),
 }
 
 

@@ -289,7 +289,7 @@ def test_the_precheck_is_linear_in_turns(qwen36_dir: Path, monkeypatch: Any) -> 
         turns += [{"role": "user", "content": f"q{index}"}, {"role": "assistant", "content": "a"}]
     plan, _ = plan_row({"messages": turns}, tokenizer=tokenizer)
     assert plan.check() is None and len(plan) == 40
-    assert len(renders) == 2, renders  # the first step's prompt and the whole
+    assert len(renders) == 1, renders  # the whole conversation, once (text: no tokenizing)
     late = [*turns[:20], {"role": "system", "content": "late"}, *turns[20:]]
     renders.clear()
     plan, _ = plan_row({"messages": late}, tokenizer=tokenizer)
@@ -608,7 +608,13 @@ def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survive
     report = tmp_path / "out.jsonl.report.json"
     report.write_text('{"exit_code": 0, "regenerated": 99}\n')  # an earlier run's
 
-    def full(*args: Any, **kwargs: Any) -> None:
+    calls: list[bool] = []
+    real_write = regen_run.write_report
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        calls.append(True)
+        if len(calls) == 1:  # the report the run writes when it starts: the disk fills later
+            return real_write(*args, **kwargs)
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(regen_run, "write_report", full)
@@ -663,10 +669,13 @@ def test_ctrl_c_during_a_resume_leaves_the_earlier_output_under_its_name(
     assert during == [False]  # taken: the run worked on the partial file
     assert final.read_bytes() == earlier and not output.partial_path(final).exists()
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+    assert len(err) == 1 and err[0].startswith(
         f"speculators_qwen_compat: error: interrupted (Ctrl-C); nothing was added, {final} is "
-        "as it was; rerun the same command with --resume to go on"
-    ]
+        "as it was; rerun the same command with --resume to go on; regenerated 0 of "
+    ), err
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
+    assert report["exit_code"] == 130 and report["complete"] is False
+    assert report["output"] == str(final)
 
 
 def test_ctrl_c_says_where_the_rows_are_and_a_second_one_ends_the_wait(
@@ -691,7 +700,23 @@ def test_ctrl_c_says_where_the_rows_are_and_a_second_one_ends_the_wait(
     partial = output.partial_path(final)
     assert partial.read_bytes() == row and not final.exists()
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+    assert len(err) == 1 and err[0].startswith(
         f"speculators_qwen_compat: error: interrupted (Ctrl-C); the rows are in {partial} "
-        f"(partial); rerun the same command with --resume to finish into {final}"
-    ]
+        f"(partial); rerun the same command with --resume to finish into {final}; regenerated "
+    ), err
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
+    assert report["exit_code"] == 130 and report["output"] == str(partial)
+
+
+def test_a_first_prompt_reaching_max_tokens_is_warned_by_the_servers_count(run_state: Any) -> None:
+    """The pre-check renders text only (no tokenizing): the prompt's length is the server's,
+    from its answer (``prompt_token_ids``), counted once per conversation."""
+    server = FakeServer(reply("Ok.", prompt=1200), reply("Ok.", prompt=1300))
+    row = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                        {"role": "user", "content": "c"}]}  # fmt: skip
+    samples, outcome = run(row, server, max_tokens=1000)
+    assert len(samples) == 1 and outcome is True  # prompt + reply above --max-tokens: cut
+    assert run_state.tally.warnings == {loop.LONG_PROMPT: 1}
+    server = FakeServer(reply("Ok.", prompt=999))
+    run({"messages": [{"role": "user", "content": "a"}]}, server, max_tokens=1000)
+    assert run_state.tally.warnings == {loop.LONG_PROMPT: 1}

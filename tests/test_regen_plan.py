@@ -90,10 +90,6 @@ def test_the_template_cuts_the_plan_where_it_refuses(qwen36_dir) -> None:
     plan, _ = plan_row(row, tokenizer=tokenizer)
     assert plan.check() is None  # the check runs in the worker, off the event loop
     assert len(plan) == 1 and plan.stop_reason == "System message must be at the beginning."
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "first"}], add_generation_prompt=True, tokenize=False
-    )
-    assert plan[0].prompt_tokens == len(tokenizer(text, add_special_tokens=False)["input_ids"])
     late_first = [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]
     plan, _ = plan_row({"messages": late_first}, tokenizer=tokenizer)
     assert plan.check() == "System message must be at the beginning."

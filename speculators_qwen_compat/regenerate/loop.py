@@ -33,6 +33,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from speculators_qwen_compat.regenerate import state as run_state
 from speculators_qwen_compat.regenerate.plan import Plan, Step
@@ -62,7 +63,12 @@ Probe = Callable[[], Awaitable[bool]]
 
 
 class Refused(Exception):
-    """The server refused one request for its content; the message is the server's reason."""
+    """The server refused one request for its content; the message is the server's reason
+    (its numbers grouped: ``grouped``), ``said`` its whole words for the errors file."""
+
+    def __init__(self, reason: str, said: str = "") -> None:
+        super().__init__(reason)
+        self.said = said or reason
 
 
 class Unanswered(Exception):
@@ -98,14 +104,16 @@ async def regenerate(
     tally = run_state.tally()
     recorded = {**sampling_params, **overrides}
     prefix: list[dict[str, Any]] = []
-    reason = None
+    reason = said = None
     try:
         if plan.pending is not None:  # a tokenizer's own error here is a bug, counted below
-            skip = await asyncio.to_thread(plan.check)
+            # a long conversation is rendered in a thread, off the event loop that feeds the
+            # requests; a short one here (its render costs less than the hop to a thread)
+            long = sum(_text_size(m) for m in prefix_of(plan)) >= THREAD_RENDER_BYTES
+            skip = await asyncio.to_thread(plan.check) if long else plan.check()
             if skip:
                 tally.skipped[skip] += 1
                 return False
-        _warn_long(plan, item)
         for step in plan:
             prefix.extend(step.lead)
             reason = await _step(
@@ -117,7 +125,7 @@ async def regenerate(
         else:
             reason = plan.stop_reason
     except Refused as exc:
-        reason = str(exc)
+        reason, said = str(exc), exc.said
         if item.get("tools") and not samples:
             _tool_refusal(reason)
     except Unanswered as exc:
@@ -138,7 +146,7 @@ async def regenerate(
     if not samples:
         reason = reason or EMPTY_REPLY
         tally.failed[reason] += 1
-        raise NothingRegenerated(reason)
+        raise NothingRegenerated(said or reason)  # the errors file keeps the server's words
     run_state.answered()
     _count(tally, item, reason, len(samples))
     return bool(reason)
@@ -158,15 +166,25 @@ def _count(tally: Any, item: dict[str, Any], reason: str | None, rows: int) -> N
     run_state.counted(str(item.get("primary_id")), count)
 
 
-def _warn_long(plan: Plan, item: dict[str, Any]) -> None:
-    """Count a first prompt at or above ``--max-tokens`` (only its first reply can come back)."""
-    state = run_state.current()
-    limit = state.max_tokens if state is not None else None
-    if limit and plan and plan[0].prompt_tokens >= limit:
-        run_state.tally().warnings[LONG_PROMPT] += 1
-
-
 LONG_PROMPT = "conversations whose first prompt alone reaches --max-tokens"
+#: conversations with at least this much text are rendered in a thread (bench/regen_loop.py:
+#: a short one's render, a fraction of a millisecond, costs less than the hop)
+THREAD_RENDER_BYTES = 32 * 1024
+
+
+def prefix_of(plan: Plan) -> list[dict[str, Any]]:
+    """Every message the plan sends (its steps' leads)."""
+    return [message for step in plan for message in step.lead]
+
+
+def _text_size(message: dict[str, Any]) -> int:
+    """About how many characters a message carries (its content, a list's text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(str(part)) for part in content)
+    return 0
 
 
 async def _step(
@@ -209,6 +227,10 @@ async def _step(
         if not data.get("prompt_token_ids") or not choice.get("token_ids"):
             raise NoTokenIds("the server's reply has no token ids (it must be vLLM, which "
                              "returns them for return_token_ids)")  # fmt: skip
+        if not samples and len(data["prompt_token_ids"]) >= max_tokens:
+            # the first prompt alone reaches --max-tokens (the server's count): only its first
+            # reply can come back
+            run_state.tally().warnings[LONG_PROMPT] += 1
         if thinking:  # every sampled token is a row: upstream would call it empty
             shown = {**message, "content": reasoning or "(cut)"}
             data = {**data, "choices": [{**choice, "message": shown}, *data["choices"][1:]]}
@@ -243,7 +265,8 @@ async def _post(post_fn: Post, payload: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         status = status_of(exc)
         if status in REFUSALS:
-            raise Refused(_server_reason(str(exc), status)) from exc
+            raise Refused(_server_reason(str(exc), status),
+                          _server_reason(str(exc), status, grouped=False)) from exc  # fmt: skip
         unanswered = unanswered_reason(exc)
         if unanswered is not None:
             raise Unanswered(unanswered) from exc
@@ -274,7 +297,13 @@ def fault_of(exc: BaseException) -> str | None:
         return str(exc)
     status = status_of(exc)
     if status is not None and status not in REFUSALS and unanswered_reason(exc) is None:
-        return " ".join(str(exc).split())[:300]
+        said = " ".join(str(exc).split())[:300]
+        if status == 404:
+            said += (
+                f" (the chat route is {CHAT_ROUTE}: --endpoint http://HOST:PORT{CHAT_ROUTE}, "
+                "or the server's address alone)"
+            )
+        return said
     return None
 
 
@@ -282,6 +311,27 @@ def _models_hint() -> str:
     state = run_state.current()
     endpoint = state.endpoint if state is not None else ""
     return f"at {models_url(endpoint)}" if endpoint else "on /v1/models"
+
+
+#: the route of the chat endpoint under the server's address
+CHAT_ROUTE = "/v1/chat/completions"
+
+
+def chat_endpoint(endpoint: str) -> str:
+    """``--endpoint`` as upstream posts to it: the chat route added to the bare host
+    (``http://HOST:PORT``) and to ``.../v1`` (as the README's other steps write the server's
+    address); any other path is kept as given."""
+    parts = urlsplit(endpoint)
+    path = parts.path.rstrip("/")
+    if not parts.scheme or not parts.netloc:
+        return endpoint
+    if not path:
+        path = CHAT_ROUTE
+    elif path.endswith("/v1"):
+        path += CHAT_ROUTE[len("/v1") :]
+    else:
+        return endpoint
+    return urlunsplit(parts._replace(path=path))
 
 
 def models_url(endpoint: str) -> str:
@@ -334,12 +384,25 @@ def status_of(exc: BaseException) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _server_reason(text: str, status: int) -> str:
-    """vLLM's error message (for a template error, the template's words), else the status."""
+def _server_reason(text: str, status: int, grouped: bool = True) -> str:
+    """vLLM's error message (for a template error, the template's words), else the status;
+    the numbers in it (a request's token counts) are N, so one kind of refusal is one reason
+    (the errors file keeps each request's own message)."""
     match = _MESSAGE.search(text)
     if match:
         try:
-            return " ".join(json.loads(f'"{match.group(1)}"').split())[:200]
+            message = json.loads(f'"{match.group(1)}"')
         except ValueError:
-            return " ".join(match.group(1).split())[:200]
+            message = match.group(1)
+        message = " ".join(message.split())
+        return (group_numbers(message) if grouped else message)[:200]
     return f"the server refused the request (HTTP {status})"
+
+
+#: a number standing alone in a server's message (not part of a name such as Qwen3.5 or v1)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?!\w|[.,]\d)")
+
+
+def group_numbers(message: str) -> str:
+    """A server's message with each number standing alone replaced by N."""
+    return _NUMBER.sub("N", message)

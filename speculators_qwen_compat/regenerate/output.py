@@ -39,10 +39,11 @@ import errno
 import fcntl
 import json
 import os
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.regenerate import torn
@@ -62,6 +63,8 @@ class RowWriter:
         self.failed: OSError | None = None
         #: (primary id, how to count it) of the conversation whose rows upstream writes next
         self.pending: tuple[str, Callable[[], None]] | None = None
+        #: conversations whose rows a failed write lost (their errors records are the disk's)
+        self.lost: set[str] = set()
 
     def expect(self, primary_id: str, count: Callable[[], None]) -> None:
         """Count conversation ``primary_id`` once its rows are written (state.counted)."""
@@ -76,6 +79,7 @@ class RowWriter:
         primary_id = _primary_id(self.rows)
         pending, self.rows, self.pending = self.pending, [], None
         if self.failed is not None:
+            self.lost.add(str(primary_id))
             raise self.failed
         if not data:
             return
@@ -88,6 +92,7 @@ class RowWriter:
             with contextlib.suppress(OSError):
                 os.ftruncate(self.fd, start)
             self.failed = exc
+            self.lost.add(str(primary_id))
             from speculators_qwen_compat.regenerate import state
 
             state.write_failed(self.path, exc)
@@ -96,10 +101,73 @@ class RowWriter:
             pending[1]()
 
 
-def _primary_id(rows: list[str]) -> str | None:
-    with contextlib.suppress(ValueError, IndexError, AttributeError):
-        return str(json.loads(rows[0]).get("primary_id"))
+class ErrorsWriter:
+    """The file object upstream's workers get for ``err_fh`` (the errors file): each record is
+    one ``os.write`` to the run's errors file (its own descriptor, appending; upstream's
+    buffered handle is never written, so closing it writes nothing). The record of a
+    conversation whose rows a failed write lost (``RowWriter.lost``) is the disk's fault, not
+    the conversation's: it is not written. A record that cannot be written is cut back off (no
+    torn line), the run is told (state.write_failed) and nothing more is written; it never
+    raises into upstream's worker (which would die with a traceback)."""
+
+    def __init__(self, path: Path, rows: RowWriter) -> None:
+        self.path, self.rows = path, rows
+        self.records: list[str] = []
+        self.fd: int | None = None
+        self.failed: OSError | None = None
+
+    def write(self, text: str) -> int:
+        self.records.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        text, self.records = "".join(self.records), []
+        if not text or self.failed is not None or _record_id(text) in self.rows.lost:
+            return
+        data = text.encode("utf-8")
+        start = 0
+        try:
+            if self.fd is None:
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            start = os.fstat(self.fd).st_size
+            written = os.write(self.fd, data)
+            while written < len(data):
+                written += os.write(self.fd, data[written:])
+        except OSError as exc:
+            if self.fd is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self.fd, start)
+            self.failed = exc
+            from speculators_qwen_compat.regenerate import state
+
+            state.write_failed(self.path, exc)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
+def _record_id(text: str) -> str | None:
+    """The conversation an errors record is about (upstream's ``id``)."""
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(text.split("\n", 1)[0]).get("id"))
     return None
+
+
+def _primary_id(rows: list[str]) -> str | None:
+    """The ``primary_id`` of the first row upstream wrote (found in its text: a row holds the
+    prompt's ids, parsing it whole would cost more than the write)."""
+    match = _PRIMARY_ID.search(rows[0]) if rows else None
+    if match is None:
+        return None
+    with contextlib.suppress(ValueError):
+        return str(json.loads(f'"{match.group(1)}"'))
+    return None
+
+
+_PRIMARY_ID = re.compile(r'"primary_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 def partial_path(outfile: Path) -> Path:
@@ -141,6 +209,12 @@ class Output:
     torn_file: Path | None = None
     #: this run created the partial file (no earlier output): ``put_back`` may remove it empty
     created: bool = False
+    #: what the report records of the run's settings (run.py, settings.py)
+    record: dict[str, Any] = field(default_factory=dict)
+    #: the run's counts once upstream runs (an interrupted run's report reads them)
+    tally: Any = None
+    #: conversations in the input (not_reached of a run that stops)
+    rows_in: Callable[[], int] = lambda: 0
 
     def __post_init__(self) -> None:
         if self.errors == Path():

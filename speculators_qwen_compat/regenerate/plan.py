@@ -15,13 +15,12 @@ Only what is sent is judged: the replies regeneration throws away are neutralise
 normaliser sees them (their ``weight``, their calls' arguments), so "nothing to supervise" or
 arguments that are not JSON never skip a row upstream regenerates. A row with messages but no
 user turn falls back to ``--prompt-field`` as upstream's does. The template pre-check
-(``Plan.check``, run by the loop in a thread) renders what is sent once for the whole
-conversation (and the first step's prompt for its length): linear in turns; only when it is
-rejected are prefixes bisected to find the first step the template refuses; the plan is cut there
-(the steps before are still regenerated), and a plan with no step left is a skip with the
-template's words. A row that cannot be planned raises ``BadConversation`` (the skip reason).
-Image conversations in a venv that cannot render images locally (no Pillow or image processor:
-regeneration does not need them) are not judged here but by the server, which renders them.
+(``Plan.check``, run by the loop; a long conversation in a thread) renders what is sent once for
+the whole conversation, as text (no tokenizing: the server counts the tokens): linear in turns;
+only when it is rejected are prefixes bisected to find the first step the template refuses; the
+plan is cut there (the steps before are still regenerated), and a plan with no step left is a
+skip with the template's words. A row that cannot be planned raises ``BadConversation`` (the
+skip reason). Images are not loaded here (text only): the server renders them, and judges them.
 """
 
 from __future__ import annotations
@@ -61,7 +60,6 @@ class Step:
 
     lead: list[dict[str, Any]]
     results: list[CachedResult] = field(default_factory=list)
-    prompt_tokens: int = 0
 
 
 class Plan(list):
@@ -213,18 +211,19 @@ def steps_of(turns: list[dict[str, Any]], result_names: ResultNames | None = Non
 
 def check_template(plan: Plan, tokenizer: Any, tools: Any) -> None:
     """Render what is sent with the target's template (module docstring): the whole
-    conversation once, the first step's prompt for its length; on a rejection, bisect the
-    steps for the first one refused and cut the plan there (BadConversation when it is the
-    first)."""
+    conversation once (the first step's prompt too when it is refused); on a rejection,
+    bisect the steps for the first one refused and cut the plan there (BadConversation when it
+    is the first). Text only: nothing is tokenized here (the server counts the prompt's tokens,
+    loop.py reads them from its answer), so a long message costs one render, not its ids."""
     sent = sent_prefixes(plan)
-    first = _render(tokenizer, sent[0], tools)
+    whole = _render(tokenizer, sent[-1], tools)
+    if not isinstance(whole, BaseException):
+        return
+    first = _render(tokenizer, sent[0], tools) if len(sent) > 1 else whole
     if isinstance(first, BaseException):
         raise BadConversation(reason_of(first)) from None
-    plan[0].prompt_tokens = len(first)
-    if len(sent) == 1 or not isinstance(_render(tokenizer, sent[-1], tools), BaseException):
-        return
     good, bad = 0, len(sent) - 1  # sent[good] renders, sent[bad] is refused
-    refusal: BaseException | None = None
+    refusal: BaseException = whole
     while bad - good > 1:
         middle = (good + bad) // 2
         outcome = _render(tokenizer, sent[middle], tools)
@@ -232,8 +231,7 @@ def check_template(plan: Plan, tokenizer: Any, tools: Any) -> None:
             bad, refusal = middle, outcome
         else:
             good = middle
-    refusal = refusal or _render(tokenizer, sent[bad], tools)
-    plan.stop_reason = reason_of(refusal) if isinstance(refusal, BaseException) else None
+    plan.stop_reason = reason_of(refusal)
     del plan[bad:]
 
 
@@ -251,11 +249,18 @@ def sent_prefixes(plan: Plan) -> list[list[dict[str, Any]]]:
 
 
 def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> Any:
-    """The prompt's ids, or the data problem the template raised."""
-    from speculators_qwen_compat.data.render import render_ids
+    """The prompt's text as vLLM's template renders it (its messages and tools as vLLM hands
+    them over), or the data problem the template raised."""
+    from speculators_qwen_compat.data.render import template_messages, template_tools
 
+    template = getattr(tokenizer, "chat_template", None)
     try:
-        return render_ids(tokenizer, messages, add_generation_prompt=True, tools=tools)
+        return tokenizer.apply_chat_template(
+            template_messages(messages, template if isinstance(template, str) else None),
+            tools=template_tools(tools),
+            add_generation_prompt=True,
+            tokenize=False,
+        )
     except Exception as exc:
         if not is_data_problem(exc):
             raise

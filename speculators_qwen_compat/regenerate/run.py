@@ -2,13 +2,16 @@
 at once on a server fault or a limit, ended with the report and one line.
 
 Target: speculators 0.8.1/0.9.0 ``cli/regenerate_responses._run`` (:690), applied by
-fixes/regenerate/regen_run.py. Order of a run: ``--model`` detected (a dead endpoint is one
-line), output.take (the lock; an earlier output becomes the partial file), upstream's ``_run``
+fixes/regenerate/regen_run.py. Order of a run: the endpoint's route added (loop.chat_endpoint),
+``--model`` detected (a dead endpoint is one line), the settings recorded and, on ``--resume``,
+compared with the earlier run's (settings.py: a difference is refused unless
+``--allow-changed-settings``), output.take (the lock; an earlier output becomes the partial
+file), the report written with the settings (a run killed later leaves it), upstream's ``_run``
 with ``--outfile`` pointed at the partial file, then either the publish (output.publish: rows
 added) or the earlier output put back as it was (output.restore), and the report (tally.py)
-written last, agreeing with the exit code and the files. ``module`` is upstream's CLI module:
-its ``detect_model``, ``load_seen``, ``sanitize_filename`` and ``DATASET_CONFIGS`` are called,
-not copied.
+written last, agreeing with the exit code and the files (Ctrl-C included). ``module`` is
+upstream's CLI module: its ``detect_model``, ``load_seen``, ``sanitize_filename`` and
+``DATASET_CONFIGS`` are called, not copied.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from typing import Any
 from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError
 from speculators_qwen_compat.core.upstream import bind, call
 from speculators_qwen_compat.regenerate import output as files
+from speculators_qwen_compat.regenerate import settings as run_settings
 from speculators_qwen_compat.regenerate import state as regen_state
+from speculators_qwen_compat.regenerate.loop import chat_endpoint
 from speculators_qwen_compat.regenerate.tally import RegenTally, report_path, write_report
 
 ERROR_PREFIX = "speculators_qwen_compat: error: "
@@ -50,7 +55,8 @@ async def guarded_run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> N
 async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
     bound = bind(wrapped, args, kwargs)
     arguments = bound.arguments
-    endpoint = arguments["endpoint"]
+    given = arguments["endpoint"]
+    endpoint = arguments["endpoint"] = chat_endpoint(given)
     if arguments["model"] is None:
         try:
             arguments["model"] = await module.detect_model(endpoint)
@@ -60,7 +66,10 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
                 "nothing was done: start the server or fix --endpoint"
             ) from exc
     final = Path(arguments["outfile"] or _default_outfile(module, arguments))
+    record = _record(arguments, given, final)
     output = files.take(final, bool(arguments["resume"]))
+    output.record = record
+    output.rows_in = lambda: _rows_in(arguments["dataset_name"], arguments["limit"])
     try:
         seen = _set_up(output, module, bool(arguments["resume"]))
         await _locked_run(wrapped, bound, module, output, seen)
@@ -77,12 +86,41 @@ async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
         raise CompatError(output.report_failed)
 
 
+def _record(arguments: dict[str, Any], given: str, final: Path) -> dict[str, Any]:
+    """What the report records of this run's settings (settings.py); on ``--resume``, the
+    earlier run's compared first: a generation setting that differs is refused in one line
+    unless ``--allow-changed-settings``, and then the report keeps both; a changed data file
+    is noted (``data_changed``)."""
+    now = run_settings.gather(arguments, given)
+    record: dict[str, Any] = {"settings": now}
+    earlier_output = final.exists() or files.partial_path(final).exists()
+    earlier = run_settings.earlier_report(report_path(final)) if arguments["resume"] else None
+    before = earlier.get("settings") if earlier and earlier_output else None
+    if not isinstance(before, dict):
+        return record
+    names = run_settings.changed(before, now)
+    if names and not regen_state.SETTINGS.allow_changed_settings:
+        raise run_settings.refusal(names, before, now, final)
+    if names:
+        record["settings_changed"] = [run_settings.GENERATION[name] for name in names]
+    kept = run_settings.carried(earlier, now)
+    if kept:
+        record["earlier_settings"] = kept
+    if before.get("dataset_fingerprint") != now.get("dataset_fingerprint"):
+        record["data_changed"] = {
+            "earlier": {k: before.get(k) for k in ("dataset", "dataset_fingerprint")},
+            "now": {k: now.get(k) for k in ("dataset", "dataset_fingerprint")},
+        }
+    return record
+
+
 async def _interrupted(output: files.Output) -> None:
     """The run was interrupted (Ctrl-C; upstream then exits 130): once nothing runs (at most
     INTERRUPT_WAIT s), an earlier output this run added nothing to goes back under its own name
-    (its rows stay in the partial file if it added any), and one line says where the rows are
-    and that --resume goes on. A second Ctrl-C ends the wait, not the putting back: it is
-    never swallowed."""
+    (its rows stay in the partial file if it added any), the report is written (the counts so
+    far, the rest ``not_reached``, exit code 130) and one line says where the rows are and that
+    --resume goes on. A second Ctrl-C ends the wait, not the putting back: it is never
+    swallowed."""
     try:
         me = asyncio.current_task()
         others = [task for task in asyncio.all_tasks() if task is not me]
@@ -94,8 +132,18 @@ async def _interrupted(output: files.Output) -> None:
         where: Path | None = output.partial
         with contextlib.suppress(OSError):
             where = output.partial if output.added() else files.restore(output)
-        print(f"{ERROR_PREFIX}interrupted (Ctrl-C); {_where_now(output, where)}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        tally = output.tally or RegenTally()
+        tally.conversations_in = max(tally.conversations_in, output.rows_in())
+        tally.not_reached = max(0, tally.conversations_in - tally.counted())
+        _end(output, tally, complete=False, code=INTERRUPTED, rows_at=where)
+        line = f"interrupted (Ctrl-C); {_where_now(output, where)}; {tally.summary()}"
+        if output.report_failed:
+            line += f"; {output.report_failed}"
+        print(f"{ERROR_PREFIX}{line}", file=sys.stderr, flush=True)
+
+
+#: upstream's exit code on Ctrl-C (typer's), recorded in the report of an interrupted run
+INTERRUPTED = 130
 
 
 #: seconds an interrupted run waits for upstream's workers to end before it puts files back
@@ -138,6 +186,14 @@ def _set_up(output: files.Output, module: Any, resume: bool) -> set[str]:
     except OSError as exc:
         what = f"cannot set aside the earlier report {report_path(output.final)}"
         raise files.not_started(output, f"{what}: {files.why(exc)}") from exc
+    try:  # what this run uses, before any request: a run killed later leaves this report
+        write_report(output.final, RegenTally(), complete=False, exit_code=None, output=None,
+                     errors_file=None, **output.record)  # fmt: skip
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            report_path(output.final).with_name(report_path(output.final).name + ".tmp").unlink()
+        what = f"cannot write the report {report_path(output.final)}"
+        raise files.not_started(output, f"{what}: {files.why(exc)}") from exc
     if not resume:
         return set()
     earlier = output.final if output.from_final else output.partial
@@ -155,7 +211,9 @@ async def _locked_run(
     endpoint = arguments["endpoint"]
     arguments["outfile"] = str(output.partial)
     state = regen_state.open_run()
+    output.tally = state.tally
     state.writer = files.RowWriter(output.handle.fileno(), output.partial)
+    state.errors_writer = files.ErrorsWriter(output.errors, state.writer)
     state.max_tokens = arguments["max_tokens"]
     state.endpoint = endpoint
     tally = state.tally
@@ -172,6 +230,7 @@ async def _locked_run(
             failure = task.exception()
     finally:
         waiter.cancel()
+        state.errors_writer.close()
         regen_state.close_run()
     if state.write_fault:
         # what upstream raised after it is that fault's (its worker writes the errors file on
@@ -254,6 +313,7 @@ def _end(
             output.final, tally, complete=complete, exit_code=code,
             output=str(rows_at) if rows_at else None,
             errors_file=str(output.errors) if _failures_in(output) else None,
+            **output.record,
         )  # fmt: skip
     except OSError as exc:
         report = report_path(output.final)
@@ -274,8 +334,8 @@ def _rows_in(dataset: str, limit: int | None) -> int:
     path = Path(str(dataset))
     count = 0
     with contextlib.suppress(OSError, ValueError):
-        if path.suffix.lower() == ".jsonl":
-            with path.open(encoding="utf-8") as file:
+        if path.suffix.lower() == ".jsonl":  # bytes: a line that is not UTF-8 is a row too
+            with path.open("rb") as file:
                 count = sum(1 for line in file if line.strip())
         elif path.suffix.lower() == ".json":
             value = json.loads(path.read_text(encoding="utf-8"))

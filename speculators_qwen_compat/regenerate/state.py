@@ -33,6 +33,8 @@ class Settings:
 
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE
+    #: ``--allow-changed-settings``: ``--resume`` goes on with other generation settings
+    allow_changed_settings: bool = False
 
 
 SETTINGS = Settings()
@@ -64,6 +66,8 @@ class RunState:
     #: the file object upstream's workers write the rows with (output.RowWriter); it counts
     #: each conversation once its rows are written
     writer: Any = None
+    #: the file object they write the errors file with (output.ErrorsWriter)
+    errors_writer: Any = None
 
 
 _current: RunState | None = None

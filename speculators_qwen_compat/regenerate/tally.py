@@ -18,6 +18,7 @@ became of each conversation. Every conversation read ends in exactly one categor
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from collections import Counter
@@ -77,7 +78,7 @@ class RegenTally:
         ):
             line += f"; {label} {sum(counts.values())}"
             if counts:
-                line += ": " + ", ".join(f'{n} x "{r}"' for r, n in counts.most_common(6))
+                line += ": " + _most_frequent(counts)
         if self.resumed:
             line += f"; {self.resumed} already in the output (--resume)"
         if self.not_reached:
@@ -109,6 +110,21 @@ class RegenTally:
         }
 
 
+#: reasons the line lists per category (the report has them all)
+SHOWN_REASONS = 6
+
+
+def _most_frequent(counts: Counter[str]) -> str:
+    """The most frequent reasons, and how many more there are (``and N more``)."""
+    shown = counts.most_common(SHOWN_REASONS)
+    text = ", ".join(f'{n} x "{r}"' for r, n in shown)
+    rest = len(counts) - len(shown)
+    if rest:
+        conversations = sum(counts.values()) - sum(n for _, n in shown)
+        text += f", and {rest} more ({conversations} conversations; each in the report)"
+    return text
+
+
 def report_path(outfile: Path) -> Path:
     """``OUTFILE.report.json`` beside ``--outfile`` (``out.jsonl`` -> ``out.jsonl.report.json``):
     named after the whole file name, so ``out.jsonl`` and ``out.json`` in one folder each have
@@ -117,10 +133,24 @@ def report_path(outfile: Path) -> Path:
 
 
 def write_report(outfile: Path, tally: RegenTally, **extra: Any) -> Path:
-    """Write the report whole (a temporary file renamed over it): it is the run's last act."""
+    """Write the report whole (a temporary file renamed over it): it is the run's last act. On
+    a full disk (no room for the temporary copy) the run's own report, written when it started,
+    is rewritten in place: its blocks are the room the last report needs."""
     path = report_path(outfile)
-    text = json.dumps(tally.report(**extra), indent=2, ensure_ascii=False) + "\n"
+    data = (json.dumps(tally.report(**extra), indent=2, ensure_ascii=False) + "\n").encode()
     scratch = path.with_name(path.name + ".tmp")
-    scratch.write_text(text, encoding="utf-8")
-    os.replace(scratch, path)
+    try:
+        scratch.write_bytes(data)
+        os.replace(scratch, path)
+    except OSError as exc:
+        scratch.unlink(missing_ok=True)
+        if exc.errno != errno.ENOSPC or not path.exists():
+            raise
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        finally:
+            os.close(fd)
     return path

@@ -12,13 +12,17 @@ regenerate/run.py, this module only attaches it):
   that never rewrites or deletes an earlier output, the final publish);
 - ``--request-timeout SECONDS`` bounds each try of ``_post_chat`` (upstream retries it) and
   ``--max-consecutive-failures N`` stops a run whose requests all fail (regenerate/loop.py,
-  state.py): two options added to upstream's typer command, shown in its ``--help``;
+  state.py), ``--allow-changed-settings`` lets ``--resume`` go on with other generation
+  settings (regenerate/settings.py): options added to upstream's typer command, in its
+  ``--help``;
 - a server fault, the consecutive-failure limit or more than ERROR_LIMIT bugs cancel every
   worker at once: one line saying what was done, where the rows are and how to resume, exit 1;
 - the rows go through regenerate/output.RowWriter, handed to upstream's ``_worker`` (:567 in
   0.8.1 and 0.9.0; ``_run`` calls it with ``out_fh=`` the ``--outfile`` it opened, 0.8.1
   :795/:775, 0.9.0 :789/:769) in place of ``out_fh``: one conversation is one write; a full
   disk stops the run with one line, the conversation whose rows were not written not counted;
+  the failures go through regenerate/output.ErrorsWriter (``err_fh``): one write per record,
+  none of the disk's own, never a torn line;
 - every conversation counted once (regenerate/tally.py): the line ``regenerated N of M
   conversations (R rows); cut short ...; skipped ...; failed ...`` and ``OUTFILE.report.json``,
   written last, agreeing with the exit code and the files.
@@ -43,6 +47,7 @@ from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.run import guarded_run
+from speculators_qwen_compat.regenerate.settings import ALLOW_FLAG
 
 RUN = Target(
     CLI_REGENERATE,
@@ -66,6 +71,10 @@ TIMEOUT_HELP = (
     "Seconds one try of one request may take before it is retried (--max-retries); after the "
     "last try the server is asked whether it is alive: alive, the conversation is counted "
     "failed and the run goes on"
+)
+ALLOW_HELP = (
+    "With --resume: go on although --model, --max-tokens or --sampling-params differ from the "
+    "earlier run's (refused otherwise); the report keeps both"
 )
 CONSECUTIVE_HELP = (
     "Stop the run (exit 1, resumable) when this many conversations in a row failed while the "
@@ -108,10 +117,13 @@ class RegenRunFix(Fix):
 
 
 def with_row_writer(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    """Upstream's ``_worker`` writing the rows through the run's RowWriter (``out_fh``)."""
+    """Upstream's ``_worker`` writing the rows through the run's RowWriter (``out_fh``) and
+    its failures through its ErrorsWriter (``err_fh``)."""
     state = regen_state.current()
     if state is not None and state.writer is not None and "out_fh" in kwargs:
         kwargs = {**kwargs, "out_fh": state.writer}
+    if state is not None and state.errors_writer is not None and "err_fh" in kwargs:
+        kwargs = {**kwargs, "err_fh": state.errors_writer}
     return wrapped(*args, **kwargs)
 
 
@@ -124,14 +136,16 @@ def timed(post_chat: Any) -> Any:
         timeout = regen_state.SETTINGS.request_timeout
         if regen_state.current() is None or not timeout:
             return await post_chat(*args, **kwargs)
-        return await asyncio.wait_for(post_chat(*args, **kwargs), timeout)
+        async with asyncio.timeout(timeout):  # a deadline on this task: no task per try
+            return await post_chat(*args, **kwargs)
 
     return one_try
 
 
 def with_run_options(command: Any) -> Any:
-    """Upstream's typer command with ``--request-timeout`` and ``--max-consecutive-failures``
-    added to its signature (typer reads both ``__signature__`` and the annotations)."""
+    """Upstream's typer command with ``--request-timeout``, ``--max-consecutive-failures`` and
+    ``--allow-changed-settings`` added to its signature (typer reads both ``__signature__``
+    and the annotations)."""
     import typer
 
     signature = inspect.signature(command)
@@ -144,6 +158,10 @@ def with_run_options(command: Any) -> Any:
             Annotated[int, typer.Option(help=CONSECUTIVE_HELP, min=0)],
             regen_state.DEFAULT_MAX_CONSECUTIVE,
         ),
+        "allow_changed_settings": (
+            Annotated[bool, typer.Option(ALLOW_FLAG, help=ALLOW_HELP)],
+            False,
+        ),
     }
 
     @functools.wraps(command)
@@ -153,6 +171,9 @@ def with_run_options(command: Any) -> Any:
         )
         regen_state.SETTINGS.max_consecutive_failures = int(
             kwargs.pop("max_consecutive_failures", regen_state.DEFAULT_MAX_CONSECUTIVE)
+        )
+        regen_state.SETTINGS.allow_changed_settings = bool(
+            kwargs.pop("allow_changed_settings", False)
         )
         return command(*args, **kwargs)
 

@@ -9,30 +9,37 @@ count, ``developer`` and LLaMA-Factory ``observation`` turns are dropped, and a 
 rejection (a late system message) is only met as an HTTP 400 after earlier turns were answered.
 Here the row goes through prepare_data's normaliser (regenerate/plan.py): what is left is a
 ``Plan`` in upstream's ``turns`` slot (the replies fix, regen_replies.py, regenerates it), what
-is rejected is counted by reason; rows ``--resume`` finds done are counted as such. The template
+is rejected is counted by reason; rows ``--resume`` finds done are counted as such. A local
+``.jsonl`` ``--dataset`` is read line by line (``load_input_dataset``, :665; regenerate/
+lines.py): a line that cannot be read (invalid Unicode, malformed) is that row's counted skip,
+where upstream's Arrow loader refuses the whole file. The template
 pre-check judges only what is sent and runs in the worker, off the event loop (regenerate/
 loop.py), with the tokenizer upstream already loaded for ``--model`` (one load).
 Shape needed: ``prepare_row`` taking ``row`` and ``config`` (a DatasetConfig with
 ``filter_fn``, ``normalize_fn``, ``prompt_field``), ``build_detokenizer`` taking ``model``,
-``_primary_identifier`` and ``_tool_result_names``.
+``_primary_identifier`` and ``_tool_result_names``, ``load_input_dataset`` taking
+``dataset_name``, ``split``, ``subset`` (returning config, rows, split).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
-from speculators_qwen_compat.data import vllm_tokenizer
 from speculators_qwen_compat.data.normalize import BadConversation
 from speculators_qwen_compat.regenerate import state as regen_state
+from speculators_qwen_compat.regenerate.lines import JsonLines, is_json_lines
 from speculators_qwen_compat.regenerate.plan import plan_row
 
 PREPARE_ROW = Target(CLI_REGENERATE, "prepare_row", params=("row", "config"))
 DETOKENIZER = Target(CLI_REGENERATE, "build_detokenizer", params=("model",))
 PRIMARY_ID = Target(CLI_REGENERATE, "_primary_identifier", params=("row",))
 RESULT_NAMES = Target(CLI_REGENERATE, "_tool_result_names", params=("content",))
+LOAD = Target(CLI_REGENERATE, "load_input_dataset", params=("dataset_name", "split", "subset"))
+PRESETS = Target(CLI_REGENERATE, "REGEN_DATASETS", kind=ANY, optional=True)
 PRESET_FILTER = "left out by the dataset preset's filter"
 
 
@@ -43,7 +50,7 @@ class RegenTurnsFix(Fix):
     shapes = (
         Shape(
             "prepare_row normalises and counts",
-            (PREPARE_ROW, DETOKENIZER, PRIMARY_ID, RESULT_NAMES),
+            (PREPARE_ROW, DETOKENIZER, PRIMARY_ID, RESULT_NAMES, LOAD, PRESETS),
         ),
     )
     applies_on = Span("0.8.1", "0.9.0")
@@ -59,6 +66,30 @@ class RegenTurnsFix(Fix):
 
         patcher.wrap(*found.place(PREPARE_ROW), prepare_row)
         patcher.wrap(*found.place(DETOKENIZER), _build_detokenizer)
+        presets = found.get(PRESETS) or ()
+
+        def load(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+            return _load_lines(wrapped, args, kwargs, presets)
+
+        patcher.wrap(*found.place(LOAD), load)
+
+
+def _load_lines(wrapped: Any, args: tuple, kwargs: dict, presets: Any) -> Any:
+    """Upstream's loader, its streaming JSON dataset of a local ``.jsonl`` file replaced by the
+    file's lines read one by one (regenerate/lines.py): a line that cannot be read is counted
+    skipped by reason, the other rows run."""
+    config, dataset, split = wrapped(*args, **kwargs)
+    name = str(bind(wrapped, args, kwargs).arguments["dataset_name"])
+    path = Path(name)
+    if name in presets or not is_json_lines(path):
+        return config, dataset, split
+    return config, JsonLines(path, _skip_line), split
+
+
+def _skip_line(reason: str) -> None:
+    counts = regen_state.tally()
+    counts.conversations_in += 1
+    counts.skipped[reason] += 1
 
 
 def _build_detokenizer(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -69,9 +100,6 @@ def _build_detokenizer(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -
     if state is not None:
         state.model = bind(wrapped, args, kwargs).arguments["model"]
         state.tokenizer = tokenizer_of(detokenize) or _load(state.model)
-        # the class vLLM builds is loaded now, before any request: a load (and its log line)
-        # in a pre-check thread could outlive a run already ended by a dead server
-        vllm_tokenizer.for_rendering(state.tokenizer)
     return detokenize
 
 

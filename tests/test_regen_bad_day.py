@@ -35,7 +35,7 @@ from conftest import RENDERS, subprocess_env
 from regen_stand_in import StandIn
 
 from speculators_qwen_compat import demo
-from speculators_qwen_compat.regenerate.lines import INVALID_UNICODE, MALFORMED_LINE, NOT_UTF8
+from speculators_qwen_compat.data.unreadable import INVALID_UNICODE, MALFORMED_LINE, NOT_UTF8
 from speculators_qwen_compat.regenerate.tally import RegenTally
 
 pytestmark = pytest.mark.skipif(not RENDERS, reason="regenerate-responses is 0.8+")

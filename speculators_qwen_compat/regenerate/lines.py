@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-#: the skip reasons of a line that cannot be read, worded as prepare_data words them (one place
-#: each, so the two commands can share them)
-INVALID_UNICODE = "invalid Unicode in the line (a lone surrogate)"
-NOT_UTF8 = "invalid Unicode in the line (not UTF-8)"
-MALFORMED_LINE = "malformed JSON line"
-NOT_AN_OBJECT = "row is not a JSON object"
+from speculators_qwen_compat.data.unreadable import (
+    INVALID_UNICODE,
+    MALFORMED_LINE,
+    NOT_AN_OBJECT,
+    NOT_UTF8,
+)
+
 #: a ``\\uD800``-``\\uDFFF`` escape: only a line holding one can decode to a lone surrogate
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 

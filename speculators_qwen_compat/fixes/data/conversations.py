@@ -66,6 +66,7 @@ from speculators_qwen_compat.data.normalize import (
 )
 from speculators_qwen_compat.data.render import arguments_as_mappings
 from speculators_qwen_compat.data.speculator_rows import aligned
+from speculators_qwen_compat.data.unreadable import INVALID_UNICODE, MALFORMED_LINE, NOT_AN_OBJECT
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
 
 LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path", "num_proc"))
@@ -265,18 +266,13 @@ def _concatenate_aligned(wrapped: Any, instance: Any, args: tuple, kwargs: dict)
     return call(wrapped, bound)
 
 
-#: A ``\\ud83d`` escape without its pair: JSON reads it, but no tokenizer or Arrow column can
-#: hold the string (UTF-8 has no lone surrogates), so the conversation is the data's problem.
-INVALID_UNICODE = "invalid Unicode: a lone surrogate escape (such as \\ud83d without its pair)"
-
-
 def _json_row(line: str) -> dict[str, Any]:
     try:
         row = json.loads(line)
     except json.JSONDecodeError:
-        raise BadConversation("malformed JSON line") from None
+        raise BadConversation(MALFORMED_LINE) from None
     if not isinstance(row, dict):
-        raise BadConversation("row is not a JSON object")
+        raise BadConversation(NOT_AN_OBJECT)
     return row
 
 

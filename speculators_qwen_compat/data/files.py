@@ -71,6 +71,12 @@ def local_json_files(spec: str) -> list[Any] | None:
     preset name or ``hf://`` URI, left to upstream)."""
     path = Path(spec)
     if table_rows.is_hub_spec(spec):
+        name, subset, split = table_rows.parse_hub_spec(spec)
+        local = Path(name)
+        if subset is None and local.is_dir() and table_rows.is_saved_folder(local):
+            return [table_rows.saved_dataset(local, spec, split)]
+        if subset is None and split is None and local.exists():
+            return local_json_files(name)  # hf:PATH: the local file or folder
         return [table_rows.hub_dataset(spec)]
     if spec.endswith((*JSON_SUFFIXES, table_rows.PARQUET_SUFFIX)):
         if not path.is_file():

@@ -114,20 +114,22 @@ def saved_dataset(folder: Path, spec: str, split: str | None = None) -> DatasetR
     return DatasetRows(str(folder), loaded)
 
 
-def hub_dataset(spec: str) -> DatasetRows:
-    """``hf:NAME_OR_PATH[:SUBSET]:SPLIT`` as upstream parses it."""
+def parse_hub_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``hf:NAME_OR_PATH[:SUBSET]:SPLIT`` as upstream parses it: (name, subset, split or None)."""
     parts = spec.removeprefix(HF_PREFIX).split(":")
     if len(parts) > 3 or not parts[0] or any(p == "" for p in parts[1:]):
         raise DataError(f"--data {spec}: expected hf:NAME_OR_PATH[:SUBSET]:SPLIT")
-    name = parts[0]
     subset = parts[1] if len(parts) == 3 else None
-    split = parts[-1] if len(parts) > 1 else "train"
-    if Path(name).is_dir() and is_saved_folder(Path(name)):
-        return saved_dataset(Path(name), spec, split if len(parts) > 1 else None)
+    return parts[0], subset, parts[-1] if len(parts) > 1 else None
+
+
+def hub_dataset(spec: str) -> DatasetRows:
+    """A Hub data set by name (offline: from datasets' local cache), memory-mapped."""
     from datasets import load_dataset
 
+    name, subset, split = parse_hub_spec(spec)
     try:
-        dataset = load_dataset(name, name=subset, split=split)
+        dataset = load_dataset(name, name=subset, split=split or "train")
     except Exception as exc:
         words = " ".join(str(exc).split())[:300]
         raise DataError(

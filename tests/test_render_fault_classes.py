@@ -73,6 +73,7 @@ CLASSES: dict[str, tuple[str, str, str]] = {
     "closed-port": ("ConnectError", FAIL, "retry"),
     "refuse": ("InvalidResponseError", SKIP, ""),
     "validation": ("InvalidResponseError", SKIP, ""),
+    "fetch": ("RenderError", SKIP, ""),  # one image URL the server could not fetch
 }
 MESSAGES = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi."}]
 
@@ -245,3 +246,13 @@ def test_a_refused_conversation_is_a_counted_skip_with_two_workers(
     # which conversations: exactly the unmarked ones, each with the oracle's mask
     rows = load_rows(output)
     assert len(rows) == check_masks(qwen36_dir, rows, runs["good"], True, with_tools=True)
+
+
+def test_an_image_the_server_cannot_fetch_is_counted_under_its_words(server: str) -> None:
+    """vLLM's 500 "Cannot connect to host" is about one request's image URL: the conversation
+    is skipped under the server's own words (data/render_faults.py), the run goes on."""
+    from speculators_qwen_compat.core.errors import reason_of
+
+    exc = _upstream_raises(_endpoint(server, "fetch"))
+    assert render_faults.refusal_reason(exc) is None  # not one of the file faults' reasons
+    assert reason_of(exc) == fault_server.FETCH_ERROR

@@ -24,6 +24,9 @@ Here (``render``, called with upstream's undecorated function):
   rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load
   local files without `--allowed-local-media-path`" fails the run at once with one line naming
   the flag (upstream retries it 14 s per render and skips every image conversation, exit 0).
+  A 500 "Cannot connect to host" (an image URL the server could not fetch) is that
+  conversation's skip too, counted under the server's own words (upstream retried it as a
+  server fault and failed the run after the budget).
 """
 
 from __future__ import annotations
@@ -56,7 +59,12 @@ TRANSIENT = frozenset({408, 429})
 #: it cannot use (data/media_faults.py: missing, a folder, ...), an image placeholder the
 #: truncation dropped before expansion (data/media.py). Counted skips, as the same
 #: conversations are when rendering locally.
-MEDIA_REFUSALS = ("Failed to apply prompt replacement for mm_items",)
+MEDIA_REFUSALS = (
+    "Failed to apply prompt replacement for mm_items",
+    # one image URL the server could not fetch (aiohttp's words: a host down or unknown): that
+    # conversation's, counted under the server's words; a server that is down never answers
+    "Cannot connect to host",
+)
 #: vLLM 0.32's 500 answer to every local image when started without --allowed-local-media-path.
 NO_LOCAL_MEDIA = "Cannot load local files without `--allowed-local-media-path`"
 

@@ -241,7 +241,12 @@ def test_inline_images_are_written_once_by_content(tmp_path: Path, monkeypatch: 
 
 def test_an_image_value_with_a_usable_path_uses_the_path(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv(inline_media.MEDIA_DIR_ENV, str(tmp_path / "out-media"))
-    row = _chat("<image>", images=[{"bytes": "iVBORw0KGgo=", "path": "a.png"}, ])
+    row = _chat(
+        "<image>",
+        images=[
+            {"bytes": "iVBORw0KGgo=", "path": "a.png"},
+        ],
+    )
     assert _user(row) == [{"type": "image", "path": at("a.png")}]
     assert not (tmp_path / "out-media").exists()
 
@@ -276,7 +281,9 @@ def test_relative_paths_resolve_against_the_data_files_folder_then_the_cwd(
             {"type": "image", "path": str(data / "coco" / "2.jpg")}
         ]
         # not in the data file's folder, in the working directory: found there
-        assert _user(_chat("<image>", image="coco/1.jpg")) == [{"type": "image", "path": at("coco/1.jpg")}]
+        assert _user(_chat("<image>", image="coco/1.jpg")) == [
+            {"type": "image", "path": at("coco/1.jpg")}
+        ]
         with pytest.raises(BadConversation) as raised:
             normalize_row(_chat("<image>", image="coco/3.jpg"))
     assert str(raised.value) == (

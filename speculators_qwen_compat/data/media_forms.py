@@ -280,7 +280,9 @@ def _bare(part: Any) -> str | None:
     if not isinstance(part, Mapping) or part.get("type") not in KINDS:
         return None
     kind = part["type"]
-    named = any(part.get(key) not in (None, "") for key in ("path", "url", kind, "base64", "source"))
+    named = any(
+        part.get(key) not in (None, "") for key in ("path", "url", kind, "base64", "source")
+    )
     return None if named else kind
 
 

@@ -301,7 +301,9 @@ def test_hub_parquet_images_reach_the_hidden_states(stage: Stage) -> None:
     work.mkdir()
     images = [str(stage.work / "images" / name) for name in data.IMAGES]
     program_path = str(program("write_hub_parquet"))
-    wrote = run(program_path, str(work / "train.parquet"), *images, python=prepare_python(stage.kind))
+    wrote = run(
+        program_path, str(work / "train.parquet"), *images, python=prepare_python(stage.kind)
+    )
     assert wrote.returncode == 0, wrote.stderr[-3000:]
     prepared = work / "prepared"
     prepare = ["python", "-m", "speculators_qwen_compat.prepare_data", "--model", str(stage.model),

@@ -203,9 +203,9 @@ def test_hub_forms_give_the_jsonl_rows(runs: dict[str, Any], name: str, oracle: 
     assert expected and got == expected
     report = read_report(runs["outputs"][name])
     assert report["skipped"] == {} and report["errors"] == 0
-    assert report["conversations_kept"] == read_report(runs["outputs"][oracle])[
-        "conversations_kept"
-    ]
+    assert (
+        report["conversations_kept"] == read_report(runs["outputs"][oracle])["conversations_kept"]
+    )
 
 
 def test_pads_are_the_processors(runs: dict[str, Any]) -> None:

@@ -34,9 +34,7 @@ TEMPLATE_ERROR = {
     }
 }
 SLOW_SECONDS = 5.0
-FETCH_ERROR = (
-    "Cannot connect to host images.invalid:443 ssl:default [Name or service not known]"
-)
+FETCH_ERROR = "Cannot connect to host images.invalid:443 ssl:default [Name or service not known]"
 _JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
 _PROXY_PAGE = "<html><head><title>{0}</title></head><body><h1>{0}</h1><hr>nginx</body></html>"

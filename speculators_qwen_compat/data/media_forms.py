@@ -42,7 +42,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.data import inline_media, media_paths
+from speculators_qwen_compat.data.inline_media import (
+    InlineMediaError,
+    from_base64,
+    from_data_uri,
+    from_pil,
+    is_image_struct,
+    is_pil,
+    store,
+)
+from speculators_qwen_compat.data.media_paths import MediaFileMissing, resolve
 
 #: media kinds, their placeholder and the row columns naming their files (LLaMA-Factory, LLaVA)
 KINDS = ("image", "video")
@@ -102,7 +111,7 @@ def upstream_part(part: Any) -> Any:
         return _source_part(kind, value)
     if isinstance(value, list):
         raise MediaFormError(FRAME_LIST if kind == "video" else IMAGE_LIST)
-    if inline_media.is_image_struct(value) or inline_media.is_pil(value):
+    if is_image_struct(value) or is_pil(value):
         return {"type": kind, "path": _image_value(value, f"a {kind!r} part")}
     return part
 
@@ -122,8 +131,8 @@ def _stored(kind: str, text: Any, form: str) -> dict[str, str]:
     if not isinstance(text, str):
         raise MediaFormError(f"inline image ({form}) is not base64 text")
     try:
-        return {"type": kind, "path": inline_media.from_base64(text, form)}
-    except inline_media.InlineMediaError as exc:
+        return {"type": kind, "path": from_base64(text, form)}
+    except InlineMediaError as exc:
         raise MediaFormError(str(exc)) from None
 
 
@@ -132,14 +141,14 @@ def _source_part(kind: str, value: str) -> dict[str, str]:
         if kind != "image":
             raise MediaFormError(f"inline {kind} (data: URI): give a file path or URL")
         try:
-            return {"type": kind, "path": inline_media.from_data_uri(value)}
-        except inline_media.InlineMediaError as exc:
+            return {"type": kind, "path": from_data_uri(value)}
+        except InlineMediaError as exc:
             raise MediaFormError(str(exc)) from None
     if "://" in value:
         return {"type": kind, "url": value}
     try:
-        return {"type": kind, "path": media_paths.resolve(value)}
-    except media_paths.MediaFileMissing as exc:
+        return {"type": kind, "path": resolve(value)}
+    except MediaFileMissing as exc:
         raise MediaFormError(str(exc), exc.resolved) from None
 
 
@@ -147,16 +156,16 @@ def _image_value(value: Any, form: str) -> str:
     """A ``datasets.Image()`` value (``{"bytes", "path"}``, or decoded) as a file path: its
     path when that names a file, else its bytes written once (data/inline_media.py)."""
     try:
-        if inline_media.is_pil(value):
-            return inline_media.from_pil(value)
+        if is_pil(value):
+            return from_pil(value)
         path, data = value.get("path"), value.get("bytes")
         if isinstance(path, str) and path and (not data or _usable(path)):
             return path
         if isinstance(data, (bytes, bytearray)) and data:
-            return inline_media.store(bytes(data), f"Image() bytes in {form}")
+            return store(bytes(data), f"Image() bytes in {form}")
         if isinstance(data, str) and data:  # base64, as a JSON export writes bytes
-            return inline_media.from_base64(data, f"Image() bytes in {form}")
-    except inline_media.InlineMediaError as exc:
+            return from_base64(data, f"Image() bytes in {form}")
+    except InlineMediaError as exc:
         raise MediaFormError(str(exc)) from None
     raise MediaFormError(f"{form} holds an Image() value with neither bytes nor a path")
 
@@ -167,8 +176,8 @@ def _usable(path: str) -> bool:
     if "://" in path:
         return False
     try:
-        media_paths.resolve(path)
-    except media_paths.MediaFileMissing:
+        resolve(path)
+    except MediaFileMissing:
         return False
     return True
 
@@ -196,13 +205,13 @@ def _entries(value: Any, column: str) -> list[str]:
                 ) from None
         else:
             value = [value] if text else []
-    if isinstance(value, Mapping) or inline_media.is_pil(value):
+    if isinstance(value, Mapping) or is_pil(value):
         value = [value]
     if not isinstance(value, list):
         raise MediaFormError(f"{column!r} column is not a path or a list of paths")
     files = []
     for entry in value:
-        if inline_media.is_pil(entry) or inline_media.is_image_struct(entry):
+        if is_pil(entry) or is_image_struct(entry):
             entry = _image_value(entry, f"the {column!r} column")
         elif isinstance(entry, Mapping):
             if entry.get("base64"):

@@ -23,8 +23,8 @@ from mask_oracle import load_rows
 
 def _groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows in files Arrow can each hold as one table (the same columns, one type per
-    column), in order, each row in the first file it fits; a row that fits none alone is left out (no Hub data
-    set holds it either)."""
+    column), in order, each row in the first file it fits; a row that fits none alone is left
+    out (no Hub data set holds it either)."""
     from datasets import Dataset
 
     def fits(group: list[dict[str, Any]]) -> bool:

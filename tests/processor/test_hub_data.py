@@ -21,16 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RENDERS, prepare_args, read_report, run_batch
+from conftest import prepare_args, read_report, run_batch
 from mask_oracle import load_rows
 from test_processor_path import checkpoint
 
 from speculators_qwen_compat import demo
 
-pytestmark = [
-    pytest.mark.vision,
-    pytest.mark.skipif(not RENDERS, reason="local rendering of image rows is 0.8+'s"),
-]
+pytestmark = pytest.mark.vision
 
 IMAGE_PAD = "<|image_pad|>"
 SIZES = {"red": (64, 64), "green": (128, 96), "blue": (96, 160)}

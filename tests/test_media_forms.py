@@ -299,3 +299,19 @@ def test_relative_paths_resolve_against_the_data_files_folder_then_the_cwd(
     with pytest.raises(BadConversation) as raised:
         normalize_row(_chat("<image>", image="coco/1.jpg"))
     assert f"resolved against --media-dir {data} " in str(raised.value)
+
+
+def test_an_image_value_holding_only_a_path_resolves_as_a_path() -> None:
+    """``Image(decode=False)``'s ``{"path": P, "bytes": None}``: the path, resolved (a miss
+    says where it looked), never "not a data problem"."""
+    part = {"type": "image", "image": {"path": "a.png", "bytes": None}}
+    assert _user(_chat([part, TEXT])) == [{"type": "image", "path": at("a.png")}, TEXT]
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat([{"type": "image", "image": {"path": "gone.png"}}]))
+    assert str(raised.value).startswith("[Errno 2] No such file or directory: relative media")
+
+
+def test_a_videos_column_of_frame_lists_is_a_skip_naming_the_form() -> None:
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat("<video>", videos=[["f1.jpg", "f2.jpg"]]))
+    assert "list of frames (qwen-vl-utils video form)" in str(raised.value)

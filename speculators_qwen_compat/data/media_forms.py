@@ -111,8 +111,8 @@ def upstream_part(part: Any) -> Any:
         return _source_part(kind, value)
     if isinstance(value, list):
         raise MediaFormError(FRAME_LIST if kind == "video" else IMAGE_LIST)
-    if is_image_struct(value) or is_pil(value):
-        return {"type": kind, "path": _image_value(value, f"a {kind!r} part")}
+    if is_image_struct(value) or is_pil(value):  # a path given resolves as any other
+        return _source_part(kind, _image_value(value, f"a {kind!r} part"))
     return part
 
 

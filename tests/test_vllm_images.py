@@ -482,3 +482,39 @@ def test_capped_server_agrees_with_the_flag_and_doctor_names_it(
     )
     assert "through the server and locally" in agreed.stdout, agreed.stdout
     assert json.loads(suggested)["max_pixels"] <= image_corpus.CAPS["max_pixels"]["max_pixels"]
+
+
+@pytest.mark.vllm
+def test_an_image_url_the_server_cannot_fetch_is_one_counted_skip(
+    corpus: Any, servers: Any, tmp_path: Path
+) -> None:
+    """vLLM answers a request whose image URL it cannot fetch with a 500 of its own words
+    ("Cannot connect to host ..."): that conversation is skipped under those words and the run
+    goes on (data/render_faults.py); upstream retried it as a server fault and failed the run
+    after minutes."""
+    from vllm_server import free_port
+
+    media, models = corpus
+    unreachable = f"http://127.0.0.1:{free_port()}/cat.png"  # nothing listens there
+    rows = [
+        _image_rows(media)[0],
+        {"messages": [{"role": "user", "content": [{"type": "image", "url": unreachable},
+                                                   {"type": "text", "text": "What?"}]},
+                      {"role": "assistant", "content": "Never rendered."}]},
+    ]  # fmt: skip
+    (tmp_path / "media").symlink_to(media)
+    data = tmp_path / "images.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    server = servers("dense")
+    started = time.monotonic()
+    run = _prepare(
+        "0.9.0", models["dense"], tmp_path / "out", data, tmp_path,
+        "--render-endpoint", server.url, retry=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert time.monotonic() - started < 150  # not retried for the 180 s budget
+    report = json.loads((tmp_path / "out" / "compat_report.json").read_text())
+    assert report["conversations_kept"] == 1 and report["errors"] == 0
+    (reason,) = report["skipped"]
+    assert reason.startswith("Cannot connect to host 127.0.0.1:"), reason
+    assert report["skipped"][reason] == 1

@@ -66,6 +66,21 @@ def choose_folder(output: Path | None) -> Path | None:
     return folder
 
 
+def scratch_folder() -> Path:
+    """A media folder for a run that writes no output (doctor): made in the temp folder,
+    removed when this process exits; the run's own folder when one is set."""
+    folder = media_folder()
+    if folder is not None:
+        return folder
+    import atexit
+    import shutil
+
+    made = Path(tempfile.mkdtemp(prefix="speculators-qwen-compat-media-"))
+    atexit.register(shutil.rmtree, made, True)
+    os.environ[MEDIA_DIR_ENV] = str(made)
+    return made
+
+
 def media_folder() -> Path | None:
     value = os.environ.get(MEDIA_DIR_ENV)
     return Path(value) if value else None

@@ -21,6 +21,7 @@ installed release itself, and the oracle of skip-or-fail is that table:
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -256,3 +257,26 @@ def test_an_image_the_server_cannot_fetch_is_counted_under_its_words(server: str
     exc = _upstream_raises(_endpoint(server, "fetch"))
     assert render_faults.refusal_reason(exc) is None  # not one of the file faults' reasons
     assert reason_of(exc) == fault_server.FETCH_ERROR
+
+
+def test_a_written_image_outside_the_servers_folder_fails_the_run_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM 0.32 refuses a local file outside its --allowed-local-media-path; for an image this
+    run wrote (data/inline_media.py: <sha256>.<format> in the media folder) no row is to blame:
+    fatal at once with the fix; for a file the data names, that conversation's refusal."""
+    from speculators_qwen_compat.data.inline_media import MEDIA_DIR_ENV
+
+    monkeypatch.setenv(MEDIA_DIR_ENV, "/data/prepared-media")
+    written = "/data/prepared-media/" + "ab" * 32 + ".png"
+
+    def refused(path: str) -> Exception:
+        words = f"The file path {path} must be a subpath of `--allowed-local-media-path /srv`."
+        body = json.dumps({"error": {"message": words, "code": 400}})
+        return RuntimeError(f"Render endpoint returned 400: {body}")
+
+    fix = render_faults.media_config_fault(refused(written))
+    assert fix is not None and fix.startswith(
+        "the render server cannot read the images this run wrote to /data/prepared-media"
+    )
+    assert render_faults.media_config_fault(refused("/elsewhere/cat.png")) is None

@@ -24,6 +24,8 @@ Here (``render``, called with upstream's undecorated function):
   rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load
   local files without `--allowed-local-media-path`" fails the run at once with one line naming
   the flag (upstream retries it 14 s per render and skips every image conversation, exit 0).
+  The same at once for an image this run wrote (data/inline_media.py) that the server may not
+  read (outside its ``--allowed-local-media-path``): no row is to blame.
   A 500 "Cannot connect to host" (an image URL the server could not fetch) is that
   conversation's skip too, counted under the server's own words (upstream retried it as a
   server fault and failed the run after the budget).
@@ -41,6 +43,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data import media_faults
+from speculators_qwen_compat.data.inline_media import MEDIA_DIR_ENV
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -68,6 +71,10 @@ MEDIA_REFUSALS = (
 #: vLLM 0.32's 500 answer to every local image when started without --allowed-local-media-path.
 NO_LOCAL_MEDIA = "Cannot load local files without `--allowed-local-media-path`"
 
+#: vLLM 0.32's answer to a local image outside its --allowed-local-media-path folder
+OUTSIDE_ALLOWED = "must be a subpath of `--allowed-local-media-path"
+#: a file name data/inline_media.py writes (its content's sha256)
+_WRITTEN = re.compile(r"[0-9a-f]{64}\.(png|jpg|gif|webp|bmp|tiff)")
 #: vLLM 0.32's 400 answer to a request carrying ``mm_processor_kwargs`` (a server started
 #: without ``--trust-request-mm-kwargs``).
 NO_REQUEST_KWARGS = "Per-request mm_processor_kwargs are disabled by default"
@@ -146,6 +153,13 @@ def media_config_fault(exc: BaseException) -> str | None:
             f"{NO_REQUEST_KWARGS}): start it with --mm-processor-kwargs set as for the "
             "hidden-states server and drop --mm-processor-kwargs from prepare_data, or start "
             "it with --trust-request-mm-kwargs"
+        )
+    media = os.environ.get(MEDIA_DIR_ENV)
+    if found is not None and media and OUTSIDE_ALLOWED in found[1] and _WRITTEN.search(found[1]):
+        return (
+            f"the render server cannot read the images this run wrote to {media} (vLLM: "
+            f"{OUTSIDE_ALLOWED}): start it with --allowed-local-media-path naming a folder that "
+            "holds that folder and every image the data names by path"
         )
     if found is None or found[0] != 500 or NO_LOCAL_MEDIA not in found[1]:
         return None

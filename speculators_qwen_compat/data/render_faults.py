@@ -24,8 +24,9 @@ Here (``render``, called with upstream's undecorated function):
   rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load
   local files without `--allowed-local-media-path`" fails the run at once with one line naming
   the flag (upstream retries it 14 s per render and skips every image conversation, exit 0).
-  The same at once for an image this run wrote (data/inline_media.py) that the server may not
-  read (outside its ``--allowed-local-media-path``): no row is to blame.
+  The same at once for a local image outside the server's ``--allowed-local-media-path`` (an
+  image this run wrote to its media folder, data/inline_media.py, or one the data names): vLLM
+  masks the path, and the hidden-state step would meet the same refusal.
   A 500 "Cannot connect to host" (an image URL the server could not fetch) is that
   conversation's skip too, counted under the server's own words (upstream retried it as a
   server fault and failed the run after the budget).
@@ -73,8 +74,6 @@ NO_LOCAL_MEDIA = "Cannot load local files without `--allowed-local-media-path`"
 
 #: vLLM 0.32's answer to a local image outside its --allowed-local-media-path folder
 OUTSIDE_ALLOWED = "must be a subpath of `--allowed-local-media-path"
-#: a file name data/inline_media.py writes (its content's sha256)
-_WRITTEN = re.compile(r"[0-9a-f]{64}\.(png|jpg|gif|webp|bmp|tiff)")
 #: vLLM 0.32's 400 answer to a request carrying ``mm_processor_kwargs`` (a server started
 #: without ``--trust-request-mm-kwargs``).
 NO_REQUEST_KWARGS = "Per-request mm_processor_kwargs are disabled by default"
@@ -154,12 +153,15 @@ def media_config_fault(exc: BaseException) -> str | None:
             "hidden-states server and drop --mm-processor-kwargs from prepare_data, or start "
             "it with --trust-request-mm-kwargs"
         )
-    media = os.environ.get(MEDIA_DIR_ENV)
-    if found is not None and media and OUTSIDE_ALLOWED in found[1] and _WRITTEN.search(found[1]):
+    if found is not None and OUTSIDE_ALLOWED in found[1]:
+        # vLLM masks the path (by depth): which image it was cannot be told, and every image
+        # outside that folder meets the same refusal again in the hidden-state step
+        media = os.environ.get(MEDIA_DIR_ENV)
+        wrote = f"the images this run wrote to {media} or " if media else ""
         return (
-            f"the render server cannot read the images this run wrote to {media} (vLLM: "
-            f"{OUTSIDE_ALLOWED}): start it with --allowed-local-media-path naming a folder that "
-            "holds that folder and every image the data names by path"
+            f"the render server cannot read {wrote}an image the data names (vLLM: "
+            f"{OUTSIDE_ALLOWED} DIR`): start it with --allowed-local-media-path naming a folder "
+            "that holds every image of the data" + (" and that media folder" if media else "")
         )
     if found is None or found[0] != 500 or NO_LOCAL_MEDIA not in found[1]:
         return None

@@ -327,3 +327,5 @@ def test_hub_parquet_images_reach_the_hidden_states(stage: Stage) -> None:
     assert len(files) == len(rows)
     got = sorted(load_file(str(f))["token_ids"].tolist().count(IMAGE_PAD) for f in files)
     assert got == IMAGE_ROW_PADS
+    print(f"\nchain ({stage.kind}): {result.stdout.strip().splitlines()[-1]}\n"
+          f"  hidden-state files {len(files)}, pads per file {got}")  # fmt: skip

@@ -1,6 +1,8 @@
 """Assert that two prepare_data outputs hold identical rows (same order, ids and masks, and
 ``messages`` when they have it) and, when
-both wrote one, the same token_freq.pt: ``python compare_rows.py OUTPUT_A OUTPUT_B``; prints the
+both wrote one, the same token_freq.pt: ``python compare_rows.py OUTPUT_A OUTPUT_B [ids]``
+(``ids``: ids and masks only, for outputs whose ``messages`` name the same images by different
+files: inline images written to the media folder against the JSONL's paths); prints the
 number of rows. Streams both datasets in Arrow batches (a million rows fit in no Python list)."""
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ def main() -> None:
     if not len(first):
         sys.exit("both outputs are empty")
     # multimodal rows keep upstream's messages column: compared too when both have it
-    columns = COLUMNS + [c for c in ("messages",) if c in first.column_names]
+    ids_only = sys.argv[3:] == ["ids"]
+    columns = COLUMNS + [c for c in ("messages",) if c in first.column_names and not ids_only]
     if set(first.column_names) != set(second.column_names):
         sys.exit(f"outputs differ in columns: {first.column_names} vs {second.column_names}")
     batches: Any = zip(

@@ -153,11 +153,19 @@ def measure_images(setup: Setup, args: argparse.Namespace, logs: Path) -> Sample
                                   "--render-endpoint", "local", vision=True),
             workloads.entry_point(setup, NEW, "entry-0.9-img-http", data, args.workers,
                                   "--render-endpoint", url, vision=True),
+            workloads.entry_point(setup, NEW, "entry-0.9-img-parquet", data, args.workers,
+                                  "--render-endpoint", "local", vision=True,
+                                  data_file="train.parquet"),
         ]  # fmt: skip
         samples = alternate(commands, args.rounds, logs)
     label = "local vs vLLM rendering, images"
     SAME_ROWS[label] = workloads.compare_rows(
         setup, NEW, "entry-0.9-img-local", "entry-0.9-img-http"
+    )
+    print(f"  {label}: {SAME_ROWS[label]}", flush=True)
+    label = "parquet inline images vs JSONL paths"
+    SAME_ROWS[label] = workloads.compare_rows(
+        setup, NEW, "entry-0.9-img-parquet", "entry-0.9-img-local", ids_only=True
     )
     print(f"  {label}: {SAME_ROWS[label]}", flush=True)
     IMAGE_COST.update(workloads.image_cost(setup))
@@ -175,6 +183,8 @@ def image_block(samples: Samples, args: argparse.Namespace) -> str:
     the per-image cost of learning an image's size at a large size."""
     wall = paired_ratios(samples, "entry-0.9-img-local", "entry-0.9-img-http")
     cpu = paired_ratios(samples, "entry-0.9-img-local", "entry-0.9-img-http", "cpu")
+    parquet_cpu = paired_ratios(samples, "entry-0.9-img-parquet", "entry-0.9-img-local", "cpu")
+    parquet_wall = paired_ratios(samples, "entry-0.9-img-parquet", "entry-0.9-img-local")
     label = "local vs vLLM rendering, images"
     cost = IMAGE_COST
     lines = [
@@ -187,6 +197,11 @@ def image_block(samples: Samples, args: argparse.Namespace) -> str:
         f"| local / vLLM render server, wall (ratio 2c) | {_median(wall)} | <= 0.5 |",
         f"| local / vLLM render server, CPU | {_median(cpu)} | |",
         f"| rows compared | {SAME_ROWS.get(label, 'not compared')} | identical |",
+        f"| parquet with inline `Image()` bytes / the same JSONL with paths, local, CPU | "
+        f"{_median(parquet_cpu)} | <= 1.2 |",
+        f"| parquet / JSONL, wall | {_median(parquet_wall)} | |",
+        f"| rows compared (ids and masks) | "
+        f"{SAME_ROWS.get('parquet inline images vs JSONL paths', 'not compared')} | identical |",
     ]
     names = {
         "header": "size from the header only (Pillow `open`, EXIF)",
@@ -284,6 +299,7 @@ RUNS = {
     "entry-0.5-slice": (OLD, "slice", "entry point"),
     "entry-0.9-img-local": (NEW, "images", "entry point, `--render-endpoint local`, images"),
     "entry-0.9-img-http": (NEW, "images", "entry point, real vLLM /render, images"),
+    "entry-0.9-img-parquet": (NEW, "images", "entry point, local, images inline in parquet"),
     "floor-loop": (OLD, "slice", "floor: plain apply_chat_template loop, 1 process"),
     "entry-0.9-vs-peer": (NEW, "slice", "entry point, `--render-endpoint local` (beside the peer)"),
     "specforge": (NEW, "slice", "SpecForge 0.2.0: prepare_prompt_tasks, template `qwen3.5`"),

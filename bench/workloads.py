@@ -149,7 +149,8 @@ def _prepare_run(
         name=name,
         argv=argv,
         env=environment(HF_DATASETS_CACHE=str(cache), **env),
-        fresh=(output, cache),
+        # the media folder of inline images too: every sample is a first run, writing them
+        fresh=(output, cache, output.with_name(output.name + "-media")),
         phase=phase,
     )
 
@@ -163,9 +164,11 @@ def entry_point(
     *extra: str,
     phase: tuple[str, str] | None = None,
     vision: bool = False,
+    data_file: str = "",
 ) -> Command:
-    """``python -m speculators_qwen_compat.prepare_data`` on ``data/DATA``; ``vision``: on the
-    vision base with the composite checkpoint (the image slice)."""
+    """``python -m speculators_qwen_compat.prepare_data`` on ``data/DATA`` (its ``data_file``
+    instead of sharegpt.jsonl when given); ``vision``: on the vision base with the composite
+    checkpoint (the image slice)."""
     python = [*setup.python(release), "vision"] if vision else setup.python(release)
     argv = [
         *python,
@@ -174,7 +177,7 @@ def entry_point(
         "--model",
         str(setup.vision_model if vision else setup.model),
         "--data",
-        str(setup.data(data)),
+        str(setup.data(data).with_name(data_file) if data_file else setup.data(data)),
         "--output",
         str(setup.output(name)),
         "--seq-length",
@@ -331,9 +334,13 @@ def _helper(setup: Setup, release: str, script: str, *args: Path) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def compare_rows(setup: Setup, release: str, first: str, second: str) -> str:
-    """Whether both outputs hold identical rows, in words."""
+def compare_rows(
+    setup: Setup, release: str, first: str, second: str, ids_only: bool = False
+) -> str:
+    """Whether both outputs hold identical rows, in words (``ids_only``: ids and masks, not
+    ``messages``, which name the images' files differently)."""
     argv = _script(setup, release, "compare_rows.py", setup.output(first), setup.output(second))
+    argv += ["ids"] if ids_only else []
     result = subprocess.run(
         argv,
         env=environment(**{SWITCH: "0"}),

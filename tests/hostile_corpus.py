@@ -153,9 +153,12 @@ def corpus(renders: bool) -> dict[str, tuple[dict[str, Any], str | None]]:
             "content is neither text nor a list of parts (dict)",
             {},
         ),
+        # written to the run's media folder (data/inline_media.py), then as image_by_path
         "inline_base64_image": (
             [_u([{"type": "image", "base64": "iVBORw0KGgo="}]), _a("?")],
-            "inline (base64) media in content; give file paths or URLs",
+            "the target has no image processor (a text-only checkpoint)"
+            if renders
+            else NEEDS_PROCESSOR,
             {},
         ),
         "assistant_only": ([_a("unprompted")], NOTHING if renders else NO_QUERY, {}),

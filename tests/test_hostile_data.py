@@ -38,6 +38,7 @@ def runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
             as_sharegpt(row) if form == "sharegpt" else row for row, _ in corpus(RENDERS).values()
         ]
         data = folder / "corpus.jsonl"
+        (folder / "cat.png").write_bytes(b"")  # image_by_path's file, beside the data file
         data.write_text(jsonl(rows) + "".join(line + "\n" for line in FILE_LEVEL.values()), "utf-8")
         places[form] = (data, folder / "out")
     places["folders"] = (_folders_and_files(work / "folders"), work / "folders" / "out")

@@ -15,11 +15,31 @@ from typing import Any
 
 import pytest
 
-from speculators_qwen_compat.data import media_faults
+from speculators_qwen_compat.data import inline_media, media_faults, media_paths
 from speculators_qwen_compat.data.media_forms import for_vllm
 from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
 
 pytestmark = pytest.mark.pure
+
+#: the files the rows below name by relative path (made in the test's working directory)
+FILES = ("cat.png", "clip.mp4", "coco/1.jpg", "a.jpg", "b.jpg", "c.jpg", "v.mp4", "a.png")
+
+
+@pytest.fixture(autouse=True)
+def in_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run each test in a folder holding FILES, with no media folder and no --media-dir."""
+    for name in FILES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(inline_media.MEDIA_DIR_ENV, raising=False)
+    monkeypatch.delenv(media_paths.MEDIA_ROOT_ENV, raising=False)
+    return tmp_path
+
+
+def at(name: str) -> str:
+    """A relative path as the normaliser resolves it here (against the working directory)."""
+    return str(Path.cwd() / name)
 
 
 def _user(row: dict[str, Any]) -> Any:
@@ -32,22 +52,23 @@ def _chat(content: Any, **row: Any) -> dict[str, Any]:
 
 
 TEXT = {"type": "text", "text": "What?"}
-INLINE = "inline (base64) media in content; give file paths or URLs"
 
 
 @pytest.mark.parametrize(
     ("part", "expected"),
     [
-        ({"type": "image", "image": "cat.png"}, {"type": "image", "path": "cat.png"}),
+        ({"type": "image", "image": "cat.png"}, "cat.png"),
         ({"type": "image", "image": "file:///d/cat.png"}, {"type": "image", "url": "file:///d/cat.png"}),
         ({"type": "image", "image": "https://h/cat.png"}, {"type": "image", "url": "https://h/cat.png"}),
-        ({"type": "video", "video": "clip.mp4"}, {"type": "video", "path": "clip.mp4"}),
+        ({"type": "video", "video": "clip.mp4"}, "clip.mp4"),
         ({"type": "image_url", "image_url": "file:///d/a.png"}, {"type": "image", "url": "file:///d/a.png"}),
         ({"type": "image_url", "image_url": {"url": "file:///d/a.png"}}, {"type": "image", "url": "file:///d/a.png"}),
-        ({"type": "image", "path": "cat.png"}, {"type": "image", "path": "cat.png"}),
+        ({"type": "image", "path": "cat.png"}, "cat.png"),
     ],
 )  # fmt: skip
-def test_parts_become_upstreams_form(part: dict[str, Any], expected: dict[str, Any]) -> None:
+def test_parts_become_upstreams_form(part: dict[str, Any], expected: Any) -> None:
+    if isinstance(expected, str):  # a relative path: made absolute (data/media_paths.py)
+        expected = {"type": part["type"], "path": at(expected)}
     assert _user(_chat([part, TEXT])) == [expected, TEXT]
 
 
@@ -60,7 +81,7 @@ def test_llava_column_fills_the_placeholder() -> None:
         ],
     }
     assert _user(row) == [
-        {"type": "image", "path": "coco/1.jpg"},
+        {"type": "image", "path": at("coco/1.jpg")},
         {"type": "text", "text": "\nWhat is it?"},
     ]
 
@@ -79,16 +100,16 @@ def test_llama_factory_columns_fill_placeholders_in_order_over_turns() -> None:
     }
     turns = normalize_row(row).conversation
     assert turns[1]["content"] == [
-        {"type": "image", "path": "a.jpg"},
+        {"type": "image", "path": at("a.jpg")},
         {"type": "text", "text": "left, "},
-        {"type": "image", "path": "b.jpg"},
+        {"type": "image", "path": at("b.jpg")},
         {"type": "text", "text": "right"},
     ]
     assert turns[3]["content"] == [
         {"type": "text", "text": "and "},
-        {"type": "video", "path": "v.mp4"},
+        {"type": "video", "path": at("v.mp4")},
         {"type": "text", "text": " with "},
-        {"type": "image", "path": "c.jpg"},
+        {"type": "image", "path": at("c.jpg")},
     ]
 
 
@@ -103,15 +124,25 @@ def test_llama_factory_columns_fill_placeholders_in_order_over_turns() -> None:
          "<image> placeholder in the text but no 'images' or 'image' column names its file"),
         (_chat("<video> what is it?", images=[]),
          "<video> placeholder in the text but no 'videos' or 'video' column names its file"),
-        (_chat([{"type": "image", "image": "data:image/png;base64,iVBO"}]), INLINE),
-        (_chat("<image>", images=[{"bytes": b"\x89PNG", "path": None}]), INLINE),
-        (_chat("<image>", images=["data:image/png;base64,iVBO"]), INLINE),
+        (_chat([{"type": "image", "image": "data:image/png;base64,iVBO"}]),
+         "inline image (data: URI): prepare_data writes such images to a media folder beside "
+         "--output; this run has none (run python -m speculators_qwen_compat.prepare_data), or "
+         "give file paths"),
+        (_chat("<image>", images=["missing.jpg"]),
+         "[Errno 2] No such file or directory: relative media path resolved against the working "
+         "directory <cwd> (name the folder with --media-dir)"),
+        (_chat([{"type": "video", "video": ["f1.jpg", "f2.jpg"]}]),
+         "video given as a list of frames (the qwen-vl-utils form): vLLM renders a video file "
+         "(video_url), not frames; give the video's path or URL"),
+        (_chat([{"type": "input_image", "file_id": "file-1"}]),
+         "Responses API input_image with a file_id (an uploaded file): give the image's path, "
+         "URL or data: URI"),
     ],
 )  # fmt: skip
 def test_rows_that_cannot_be_read_are_skips_with_reasons(row: dict[str, Any], reason: str) -> None:
     with pytest.raises(BadConversation) as raised:
         normalize_row(row)
-    assert str(raised.value) == reason
+    assert str(raised.value) == reason.replace("<cwd>", str(Path.cwd()))
 
 
 def test_placeholder_in_an_assistant_reply_stays_text() -> None:
@@ -127,9 +158,9 @@ def test_placeholder_in_an_assistant_reply_stays_text() -> None:
 def test_bare_image_parts_take_the_column_in_order() -> None:
     row = _chat([{"type": "image"}, TEXT, {"type": "image"}], images=["a.jpg", "b.jpg"])
     assert _user(row) == [
-        {"type": "image", "path": "a.jpg"},
+        {"type": "image", "path": at("a.jpg")},
         TEXT,
-        {"type": "image", "path": "b.jpg"},
+        {"type": "image", "path": at("b.jpg")},
     ]
 
 
@@ -173,3 +204,114 @@ def test_placeholder_in_the_system_column_is_a_skip_not_text() -> None:
     assert str(raised.value) == (
         "<image> placeholder in the text but no 'images' or 'image' column names its file"
     )
+
+
+def _png(tmp_path: Path, width: int, height: int) -> bytes:
+    import image_corpus
+
+    return image_corpus.png(tmp_path / f"p{width}x{height}.png", width, height).read_bytes()
+
+
+def test_inline_images_are_written_once_by_content(tmp_path: Path, monkeypatch: Any) -> None:
+    """Every inline form (data/inline_media.py) names one file per distinct image, under its
+    content's sha256, in the run's media folder; the second row writes nothing new."""
+    import base64
+    import hashlib
+
+    media = tmp_path / "out-media"
+    monkeypatch.setenv(inline_media.MEDIA_DIR_ENV, str(media))
+    data = _png(tmp_path, 8, 6)
+    encoded = base64.b64encode(data).decode()
+    expected = str(media / f"{hashlib.sha256(data).hexdigest()}.png")
+    forms = [
+        {"type": "image", "image": f"data:image/png;base64,{encoded}"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{encoded}"},
+        {"type": "image", "base64": encoded},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encoded}},
+        {"type": "image", "image": {"bytes": encoded, "path": "0001.png"}},  # Image() as JSON
+    ]
+    for part in forms:
+        assert _user(_chat([part, TEXT])) == [{"type": "image", "path": expected}, TEXT], part
+    column = _chat("<image>", images=[{"bytes": encoded, "path": None}])
+    assert _user(column) == [{"type": "image", "path": expected}]
+    assert sorted(p.name for p in media.iterdir()) == [Path(expected).name]
+    assert Path(expected).read_bytes() == data
+
+
+def test_an_image_value_with_a_usable_path_uses_the_path(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv(inline_media.MEDIA_DIR_ENV, str(tmp_path / "out-media"))
+    row = _chat(
+        "<image>",
+        images=[
+            {"bytes": "iVBORw0KGgo=", "path": "a.png"},
+        ],
+    )
+    assert _user(row) == [{"type": "image", "path": at("a.png")}]
+    assert not (tmp_path / "out-media").exists()
+
+
+def test_bytes_that_are_not_an_image_are_a_skip(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv(inline_media.MEDIA_DIR_ENV, str(tmp_path / "out-media"))
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat("<image>", images=[{"bytes": "aGVsbG8=", "path": None}]))
+    assert str(raised.value) == (
+        "inline image (Image() bytes in the 'images' column) holds bytes that are not an image file"
+    )
+
+
+def test_anthropic_blocks_are_image_parts_not_placeholders() -> None:
+    url = {"type": "image", "source": {"type": "url", "url": "https://h/x.png"}}
+    assert _user(_chat([url, TEXT])) == [{"type": "image", "url": "https://h/x.png"}, TEXT]
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat([{"type": "image", "source": {"type": "file", "file_id": "f"}}]))
+    assert "Anthropic image source block of type 'file'" in str(raised.value)
+
+
+def test_relative_paths_resolve_against_the_data_files_folder_then_the_cwd(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    data = tmp_path / "llava"
+    (data / "coco").mkdir(parents=True)
+    (data / "coco" / "2.jpg").write_bytes(b"")
+    source = f"{data / 'chat.jsonl'}:3"
+    (data / "chat.jsonl").write_text("{}\n")
+    with media_paths.row_source(source):
+        assert _user(_chat("<image>", image="coco/2.jpg")) == [
+            {"type": "image", "path": str(data / "coco" / "2.jpg")}
+        ]
+        # not in the data file's folder, in the working directory: found there
+        assert _user(_chat("<image>", image="coco/1.jpg")) == [
+            {"type": "image", "path": at("coco/1.jpg")}
+        ]
+        with pytest.raises(BadConversation) as raised:
+            normalize_row(_chat("<image>", image="coco/3.jpg"))
+    assert str(raised.value) == (
+        "[Errno 2] No such file or directory: relative media path resolved against the data "
+        f"file's folder {data} and the working directory {tmp_path} (name the folder with "
+        "--media-dir)"
+    )
+    assert raised.value.detail == f"'coco/3.jpg' -> {tmp_path / 'coco/3.jpg'}"
+    monkeypatch.setenv(media_paths.MEDIA_ROOT_ENV, str(data))
+    assert _user(_chat("<image>", image="coco/2.jpg")) == [
+        {"type": "image", "path": str(data / "coco" / "2.jpg")}
+    ]
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat("<image>", image="coco/1.jpg"))
+    assert f"resolved against --media-dir {data} " in str(raised.value)
+
+
+def test_an_image_value_holding_only_a_path_resolves_as_a_path() -> None:
+    """``Image(decode=False)``'s ``{"path": P, "bytes": None}``: the path, resolved (a miss
+    says where it looked), never "not a data problem"."""
+    part = {"type": "image", "image": {"path": "a.png", "bytes": None}}
+    assert _user(_chat([part, TEXT])) == [{"type": "image", "path": at("a.png")}, TEXT]
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat([{"type": "image", "image": {"path": "gone.png"}}]))
+    assert str(raised.value).startswith("[Errno 2] No such file or directory: relative media")
+
+
+def test_a_videos_column_of_frame_lists_is_a_skip_naming_the_form() -> None:
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat("<video>", videos=[["f1.jpg", "f2.jpg"]]))
+    assert "list of frames (qwen-vl-utils video form)" in str(raised.value)

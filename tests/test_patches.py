@@ -354,6 +354,7 @@ def prepared(
         runs[name] = {"kwargs": kwargs, "output": str(folder / "out")}
     folder = work / "hostile"
     folder.mkdir()
+    (work / "cat.png").write_bytes(b"")  # image_by_path's file, in the run's folder
     files = arrow_files(folder, [row for row, _ in corpus(RENDERS).values()])
     kwargs = _prepare_kwargs(qwen36_dir, folder, files, proc=1)
     runs["hostile"] = {"kwargs": kwargs, "output": str(folder / "out")}

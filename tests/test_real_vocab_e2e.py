@@ -69,6 +69,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         written = [as_sharegpt(row) for row in rows] if fmt == "sharegpt" else rows
         data = work / name / "data.jsonl"
         data.write_text(jsonl(written), "utf-8")
+        (work / name / "cat.png").write_bytes(b"")  # image_by_path's file, beside the data
         places[name] = (model, work / name / "out")
         cases[name] = prepare_args(model, places[name][1], data, seq_length=SEQ)
     results = run_batch(work / "logs", cases)

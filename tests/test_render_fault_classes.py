@@ -21,6 +21,7 @@ installed release itself, and the oracle of skip-or-fail is that table:
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -73,6 +74,7 @@ CLASSES: dict[str, tuple[str, str, str]] = {
     "closed-port": ("ConnectError", FAIL, "retry"),
     "refuse": ("InvalidResponseError", SKIP, ""),
     "validation": ("InvalidResponseError", SKIP, ""),
+    "fetch": ("RenderError", SKIP, ""),  # one image URL the server could not fetch
 }
 MESSAGES = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi."}]
 
@@ -245,3 +247,34 @@ def test_a_refused_conversation_is_a_counted_skip_with_two_workers(
     # which conversations: exactly the unmarked ones, each with the oracle's mask
     rows = load_rows(output)
     assert len(rows) == check_masks(qwen36_dir, rows, runs["good"], True, with_tools=True)
+
+
+def test_an_image_the_server_cannot_fetch_is_counted_under_its_words(server: str) -> None:
+    """vLLM's 500 "Cannot connect to host" is about one request's image URL: the conversation
+    is skipped under the server's own words (data/render_faults.py), the run goes on."""
+    from speculators_qwen_compat.core.errors import reason_of
+
+    exc = _upstream_raises(_endpoint(server, "fetch"))
+    assert render_faults.refusal_reason(exc) is None  # not one of the file faults' reasons
+    assert reason_of(exc) == fault_server.FETCH_ERROR
+
+
+def test_an_image_outside_the_servers_folder_fails_the_run_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM 0.32 refuses a local file outside its --allowed-local-media-path, the path masked:
+    a server set up for other folders, fatal at once with the fix, naming this run's media
+    folder (data/inline_media.py) when it has one."""
+    from speculators_qwen_compat.data.inline_media import MEDIA_DIR_ENV
+
+    words = "The file path /da*/x.png must be a subpath of `--allowed-local-media-path /srv`."
+    body = json.dumps({"error": {"message": words, "code": 400}})
+    refused = RuntimeError(f"Render endpoint returned 400: {body}")
+    monkeypatch.delenv(MEDIA_DIR_ENV, raising=False)
+    fix = render_faults.media_config_fault(refused)
+    assert fix is not None and fix.startswith("the render server cannot read an image the data")
+    monkeypatch.setenv(MEDIA_DIR_ENV, "/data/prepared-media")
+    fix = render_faults.media_config_fault(refused)
+    assert fix is not None and fix.startswith(
+        "the render server cannot read the images this run wrote to /data/prepared-media or "
+    )

@@ -326,7 +326,9 @@ def _form_rows(media: Path) -> list[dict[str, Any]]:
              images=[str(media / "square.png"), str(media / "wide.png")]),
         chat("<image><image>?", "Mismatch.", images=[str(media / "square.png")]),
         chat("<image> what?", "No column."),
-        chat([{"type": "image", "image": "data:image/png;base64,iVBORw0KGgo="}], "Inline."),
+        # bytes that are no image (data/inline_media.py): nothing written, the same skip on
+        # both paths (a whole image would be written to <output>-media: test_hub_data.py)
+        chat([{"type": "image", "image": "data:image/png;base64,aGVsbG8="}], "Inline."),
         *(chat(qwen(name), f"Fault {name}.") for name in image_corpus.FAULTS),
         {"messages": [
             {"role": "user", "content": "Take a photo."},
@@ -347,7 +349,7 @@ def _form_rows(media: Path) -> list[dict[str, Any]]:
 FORM_SKIPS = {
     "2 <image> placeholders in the text but 1 files in the 'images' column": 1,
     "<image> placeholder in the text but no 'images' or 'image' column names its file": 1,
-    "inline (base64) media in content; give file paths or URLs": 1,
+    "inline image (data: URI) holds bytes that are not an image file": 1,
     "[Errno 21] Is a directory: the image path names a folder": 1,
     "Failed to load image: not an image file Pillow can decode (or truncated)": 2,
     "image has more pixels than vLLM's limit (VLLM_MAX_IMAGE_PIXELS, 178956970)": 1,
@@ -512,3 +514,91 @@ def test_capped_server_agrees_with_the_flag_and_doctor_names_it(
     )
     assert "through the server and locally" in agreed.stdout, agreed.stdout
     assert json.loads(suggested)["max_pixels"] <= image_corpus.CAPS["max_pixels"]["max_pixels"]
+
+
+@pytest.mark.vllm
+def test_an_image_url_the_server_cannot_fetch_is_one_counted_skip(
+    corpus: Any, servers: Any, tmp_path: Path
+) -> None:
+    """vLLM answers a request whose image URL it cannot fetch with a 500 of its own words
+    ("Cannot connect to host ..."): that conversation is skipped under those words and the run
+    goes on (data/render_faults.py); upstream retried it as a server fault and failed the run
+    after minutes."""
+    from vllm_server import free_port
+
+    media, models = corpus
+    unreachable = f"http://127.0.0.1:{free_port()}/cat.png"  # nothing listens there
+    rows = [
+        _image_rows(media)[0],
+        {"messages": [{"role": "user", "content": [{"type": "image", "url": unreachable},
+                                                   {"type": "text", "text": "What?"}]},
+                      {"role": "assistant", "content": "Never rendered."}]},
+    ]  # fmt: skip
+    (tmp_path / "media").symlink_to(media)
+    data = tmp_path / "images.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    server = servers("dense")
+    started = time.monotonic()
+    run = _prepare(
+        "0.9.0", models["dense"], tmp_path / "out", data, tmp_path,
+        "--render-endpoint", server.url, retry=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert time.monotonic() - started < 150  # not retried for the 180 s budget
+    report = json.loads((tmp_path / "out" / "compat_report.json").read_text())
+    assert report["conversations_kept"] == 1 and report["errors"] == 0
+    (reason,) = report["skipped"]
+    assert reason.startswith("Cannot connect to host 127.0.0.1:"), reason
+    assert report["skipped"][reason] == 1
+
+
+def _hub_parquet(media: Path, path: Path) -> Path:
+    """Two conversations as a Hub data set holds them: ``images: Sequence(Image())`` with each
+    image's bytes under a bare name (datasets' schema, written with pyarrow: no Pillow)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from datasets import Features, Image, Sequence, Value
+
+    def row(names: list[str], reply: str) -> dict[str, Any]:
+        return {
+            "messages": [{"role": "user", "content": "<image>" * len(names) + "Describe."},
+                         {"role": "assistant", "content": reply}],
+            "images": [{"bytes": (media / f"{n}.png").read_bytes(), "path": f"{n}.png"}
+                       for n in names],
+        }  # fmt: skip
+
+    features = Features({
+        "messages": [{"role": Value("string"), "content": Value("string")}],
+        "images": Sequence(Image()),
+    })  # fmt: skip
+    rows = [row(["square"], "One."), row(["wide", "photo"], "Two.")]
+    pq.write_table(pa.Table.from_pylist(rows, schema=features.arrow_schema), str(path))
+    return path
+
+
+@pytest.mark.vllm
+def test_inline_images_through_the_server(corpus: Any, servers: Any, tmp_path: Path) -> None:
+    """Parquet with ``Image()`` bytes through a real render server: the rows of local
+    rendering when the server may read the media folder (it lies under its
+    --allowed-local-media-path); else the run fails at once naming the flag, never a skip per
+    conversation."""
+    media, models = corpus
+    data = _hub_parquet(media, tmp_path / "train.parquet")
+    server = servers("dense")  # --allowed-local-media-path: the corpus' media folder
+    inside = media / f"out-{tmp_path.name}"  # its media folder: media/out-...-media
+    local = _prepare("0.9.0", models["dense"], tmp_path / "local", data, tmp_path)
+    http = _prepare("0.9.0", models["dense"], inside, data, tmp_path, "--render-endpoint",
+                    server.url)  # fmt: skip
+    for run in (local, http):
+        assert run.returncode == 0, run.stderr[-3000:]
+    ids = [(r["input_ids"], r["loss_mask"]) for r in _arrow_rows(tmp_path / "local")]
+    assert ids == [(r["input_ids"], r["loss_mask"]) for r in _arrow_rows(inside)]
+    assert len(ids) == 2 and all(i.count(image_corpus.IMAGE_PAD) for i, _ in ids)
+    started = time.monotonic()
+    outside = _prepare("0.9.0", models["dense"], tmp_path / "http", data, tmp_path,
+                       "--render-endpoint", server.url, retry=True)  # fmt: skip
+    assert outside.returncode != 0 and time.monotonic() - started < 150
+    last = outside.stderr.strip().splitlines()[-1]
+    assert last.startswith("speculators_qwen_compat: error: ") and (
+        f"cannot read the images this run wrote to {tmp_path / 'http-media'} or " in last
+    ), last

@@ -42,7 +42,7 @@ from speculators_qwen_compat.cli.support import (
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
-from speculators_qwen_compat.data import media
+from speculators_qwen_compat.data import inline_media, media, media_paths
 from speculators_qwen_compat.data.ledger import REPORT_NAME
 from speculators_qwen_compat.data.quality import STRICT_ENV
 
@@ -61,6 +61,9 @@ speculators_qwen_compat options (besides the release's own, above):
   --unknown-roles MODE      roles outside the table: 'release' (default: what the installed
                             speculators does: dropped <= 0.7, assistant 0.8+), 'assistant',
                             'drop', or 'skip' (skip the conversation, counted)
+  --media-dir DIR           the folder relative image/video paths are relative to (default:
+                            the data file's folder where the file is found there, else the
+                            working directory; docs/images.md)
   --mm-processor-kwargs J   the vLLM server's --mm-processor-kwargs (JSON, e.g.
                             '{"max_pixels": 1003520}' or '{"size": {"longest_edge": N}}'):
                             images are counted with it locally and it is sent with every
@@ -99,6 +102,7 @@ def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--unknown-roles", default=None)
     parser.add_argument("--strict-data", action="store_true")
     parser.add_argument("--mm-processor-kwargs", default=None)
+    parser.add_argument("--media-dir", default=None)
     parser.add_argument("--debug", action="store_true")
     return parser.parse_known_args(args)
 
@@ -108,6 +112,9 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     apply_data_flags(ours)
     media.choose_processor_kwargs(ours.mm_processor_kwargs)
+    media_paths.choose_root(ours.media_dir)
+    # inline images (Image() bytes, data: URIs) are written beside --output (inline_media.py)
+    inline_media.choose_folder(Path(_option_value(rest, "--output", "./output")))
     if ours.strict_data:
         os.environ[STRICT_ENV] = "1"
     activate()
@@ -158,8 +165,24 @@ def _prepare_reported(rest: list[str], report: Report) -> int:
         output = staged.commit()
     finally:
         staged.abandon()  # a no-op once committed
-    print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}")
+    print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}{_media_words()}")
     return code
+
+
+def _media_files() -> tuple[Path, int] | None:
+    """The media folder of this run and the images in it, when inline images were written."""
+    folder = inline_media.media_folder()
+    if folder is None or not folder.is_dir():
+        return None
+    return folder, sum(1 for p in folder.iterdir() if not p.name.startswith("."))
+
+
+def _media_words() -> str:
+    found = _media_files()
+    if found is None:
+        return ""
+    folder, count = found
+    return f"; inline images in {folder} ({count} files: serve with --allowed-local-media-path)"
 
 
 def _run_typer_command(
@@ -261,6 +284,10 @@ def write_report(output: Path, outcome: Any) -> Path:
         },
         "fixes": [vars(s) for s in status()],
     }
+    media_files = _media_files()
+    if media_files is not None:
+        report["media_folder"] = str(media_files[0])
+        report["media_files"] = media_files[1]
     path = output / REPORT_NAME
     path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path

@@ -1,4 +1,5 @@
-"""Reading local ``.json``/``.jsonl`` training files without letting Arrow guess a schema.
+"""Reading local ``.json``/``.jsonl`` training files without letting Arrow guess a schema (and
+parquet files, ``save_to_disk`` folders and ``hf:`` data sets as the same rows: table_rows.py).
 
 ``datasets``' JSON loader infers one Arrow schema per file: a file mixing ShareGPT and OpenAI
 rows, string and list content, or tool-call arguments as strings and objects either fails to load
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from speculators_qwen_compat.core.errors import DataError, DataFileNotFoundError
-from speculators_qwen_compat.data import run_folders
+from speculators_qwen_compat.data import run_folders, table_rows
 from speculators_qwen_compat.data.columns import (
     ColumnOptions,
     NoConversation,
@@ -64,25 +65,50 @@ class RawRows:
     pretokenized: bool = False
 
 
-def local_json_files(spec: str) -> list[Path] | None:
-    """The files a ``--data`` value names, or None when it is not a local JSON file or folder
-    (a hub spec or preset name, left to upstream)."""
+def local_json_files(spec: str) -> list[Any] | None:
+    """The files a ``--data`` value names (paths; parquet files, ``save_to_disk`` folders and
+    ``hf:`` data sets as data/table_rows.py sources), or None when it is none of those (a
+    preset name or ``hf://`` URI, left to upstream)."""
     path = Path(spec)
-    if spec.endswith(JSON_SUFFIXES):
+    if table_rows.is_hub_spec(spec):
+        name, subset, split = table_rows.parse_hub_spec(spec)
+        local = Path(name)
+        if subset is None and local.is_dir() and table_rows.is_saved_folder(local):
+            return [table_rows.saved_dataset(local, spec, split)]
+        if subset is None and split is None and local.exists():
+            return local_json_files(name)  # hf:PATH: the local file or folder
+        return [table_rows.hub_dataset(spec)]
+    if spec.endswith((*JSON_SUFFIXES, table_rows.PARQUET_SUFFIX)):
         if not path.is_file():
             raise DataFileNotFoundError(f"--data {spec}: no such file")
-        return [path]
+        return [_source(path)]
     if path.is_dir():
+        if table_rows.is_saved_folder(path):
+            return [table_rows.saved_dataset(path, spec)]
         # upstream's order (0.7+ sort the str paths, docs/upstream.md "Conversation column"),
         # so --max-samples keeps the same rows: "a-b.jsonl" comes before "a/c.jsonl"
         files = sorted(
-            (p for p in path.rglob("*") if p.is_file() and p.suffix in JSON_SUFFIXES), key=str
+            (
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and p.suffix in (*JSON_SUFFIXES, table_rows.PARQUET_SUFFIX)
+                and p.name not in table_rows.METADATA_NAMES
+            ),
+            key=str,
         )
         if not files:
             # upstream's own words (0.7+): its callers and tests match "No .json/.jsonl files found"
-            raise DataError(f"--data {spec}: No .json/.jsonl files found in the folder")
-        return files
+            raise DataError(
+                f"--data {spec}: No .json/.jsonl files found in the folder (nor .parquet files, "
+                "nor a save_to_disk dataset)"
+            )
+        return [_source(p) for p in files]
     return None
+
+
+def _source(path: Path) -> Any:
+    return table_rows.ParquetFile(path) if path.suffix == table_rows.PARQUET_SUFFIX else path
 
 
 class RowStream:
@@ -92,7 +118,7 @@ class RowStream:
     ``input_ids`` and ``loss_mask`` (upstream reads such data itself).
     """
 
-    def __init__(self, files: Iterable[Path], conversation_key: str | None) -> None:
+    def __init__(self, files: Iterable[Any], conversation_key: str | None) -> None:
         self.files = list(files)
         self.conversation_key = conversation_key
         self.pretokenized = False
@@ -112,7 +138,7 @@ class RowStream:
             yield from rows
 
 
-def read_rows(files: list[Path], conversation_key: str | None, keep: int) -> RawRows:
+def read_rows(files: list[Any], conversation_key: str | None, keep: int) -> RawRows:
     """The first ``keep`` rows of ``files`` and the number of rows in all (for doctor)."""
     out = RawRows()
     stream = RowStream(files, conversation_key)
@@ -153,7 +179,7 @@ def rows_to_arrow(stream: RowStream) -> Path | None:
     return None if stream.pretokenized else path
 
 
-def load_rows(files: list[Path], conversation_key: str | None) -> Any:
+def load_rows(files: list[Any], conversation_key: str | None) -> Any:
     """A memory-mapped ``datasets.Dataset`` of the files' rows (two string columns), or None
     when the data is pretokenized."""
     from datasets import Dataset
@@ -185,8 +211,13 @@ def _remove_run_folders() -> None:
             run_folders.release(folder)
 
 
-def file_rows(path: Path) -> Iterator[RawRow]:
-    """The non-blank rows of one file: a JSON array's items, else its lines."""
+def file_rows(path: Any) -> Iterator[RawRow]:
+    """The non-blank rows of one file: a JSON array's items, else its lines; a table source's
+    rows (data/table_rows.py) as JSON text."""
+    if not isinstance(path, Path):
+        for row in path.rows():
+            yield RawRow(row.text, row.source)
+        return
     with path.open("rb") as handle:
         head = handle.read(CHUNK_BYTES)
         handle.seek(0)
@@ -303,7 +334,7 @@ def _array_items(path: Path, handle: IO[bytes]) -> Iterator[RawRow]:
         raise reader.error(None, "Extra data")
 
 
-def check_first_rows(path: Path, first: list[RawRow], conversation_key: str | None) -> bool:
+def check_first_rows(path: Any, first: list[RawRow], conversation_key: str | None) -> bool:
     """Stop at once on a file that cannot hold any conversation; True when its first rows are
     pretokenized (``input_ids`` and ``loss_mask``)."""
     if not first:

@@ -45,6 +45,14 @@ from speculators_qwen_compat.data import media_faults, vllm_tokenizer
 #: Content part types that carry media, as upstream's ``_adapt_part_for_vllm`` writes them.
 IMAGE = "image_url"
 OTHER_MEDIA = ("video_url", "audio_url", "input_audio", "video", "audio")
+#: the skip reason's words per part type: the media, whichever form the data gave it in
+_MEDIA_WORDS = {
+    "video_url": "videos (a file or URL, in any part or column form) are",
+    "video": "videos (a file or URL, in any part or column form) are",
+    "audio_url": "audio is",
+    "audio": "audio is",
+    "input_audio": "audio is",
+}
 #: vLLM's message for a file that is not there (its 500 answer; counted as a skip on both paths).
 MISSING_FILE = media_faults.MISSING_FILE
 #: The one line of a run that meets images where this venv cannot read them.
@@ -90,8 +98,10 @@ def image_urls(messages: list[dict[str, Any]]) -> list[str]:
                     raise MediaNotRendered("image_url part without a url")
                 urls.append(url)
             elif kind in OTHER_MEDIA:
+                what = _MEDIA_WORDS.get(str(kind), str(kind))
                 raise MediaNotRendered(
-                    f"{kind} parts are rendered only by a vLLM server: use --render-endpoint URL"
+                    f"{what} rendered only by a vLLM server (local rendering counts image pads "
+                    "only): use --render-endpoint URL"
                 )
     return urls
 

@@ -21,8 +21,13 @@ Forms read here (``docs/images.md``):
 - a literal ``<image>``/``<video>`` in a user, system or tool turn of a row that names no such
   files is a skip too ("the images of this row are missing"): a drafter trained on it learns a
   placeholder the verifier never sees. In assistant turns the text is the reply's own and stays.
-- inline bytes (``data:`` URLs, ``base64`` keys, bytes in a column entry) are skips naming the
-  fix (write the files, give their paths): what speculators 0.8+ refuse too.
+- inline images (``data:`` URIs, ``base64`` keys, Anthropic ``source`` blocks, ``Image()``
+  values as bytes or decoded) are written once to the run's media folder and named by path
+  (data/inline_media.py); an ``Image()`` value whose path names a file here uses the path;
+- the Responses API's ``{"type": "input_image", "image_url": U}`` is an image part; a video
+  as a list of frames (qwen-vl-utils) is a skip naming that form (vLLM renders video files);
+- relative paths become absolute against ``--media-dir``, the data file's folder or the working
+  directory (data/media_paths.py).
 
 ``for_vllm`` is the other direction, for requests sent to vLLM's OpenAI endpoints
 (regenerate-responses): upstream's parts as ``image_url``/``video_url`` parts with a ``file://``
@@ -37,18 +42,43 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from speculators_qwen_compat.data.inline_media import (
+    InlineMediaError,
+    from_base64,
+    from_data_uri,
+    from_pil,
+    is_image_struct,
+    is_pil,
+    store,
+)
+from speculators_qwen_compat.data.media_paths import MediaFileMissing, resolve
+
 #: media kinds, their placeholder and the row columns naming their files (LLaMA-Factory, LLaVA)
 KINDS = ("image", "video")
 PLACEHOLDER = {"image": "<image>", "video": "<video>"}
 COLUMNS = {"image": ("images", "image"), "video": ("videos", "video")}
 _SPLIT = re.compile("(<image>|<video>)")
 INLINE = "inline (base64) media in content; give file paths or URLs"
+FRAME_LIST = (
+    "video given as a list of frames (the qwen-vl-utils form): vLLM renders a video file "
+    "(video_url), not frames; give the video's path or URL"
+)
+IMAGE_LIST = "an image part holding a list: give one image per part"
+RESPONSES_FILE_ID = (
+    "Responses API input_image with a file_id (an uploaded file): give the image's path, URL "
+    "or data: URI"
+)
 
 
 class MediaFormError(ValueError):
-    """A row whose media cannot be read as a conversation; the message is the skip reason."""
+    """A row whose media cannot be read as a conversation; the message is the skip reason,
+    ``detail`` what the ledger's example adds (a relative path as resolved)."""
 
     data_problem = True
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.detail = detail
 
 
 def upstream_part(part: Any) -> Any:
@@ -56,23 +86,100 @@ def upstream_part(part: Any) -> Any:
     if not isinstance(part, Mapping):
         return part
     kind = str(part.get("type") or "")
-    if kind in ("image_url", "video_url"):
-        spec = part.get(kind)
+    if kind in ("image_url", "video_url", "input_image"):
+        key = "image_url" if kind == "input_image" else kind
+        spec = part.get(key)
         url = spec.get("url") if isinstance(spec, Mapping) else spec
         if not isinstance(url, str) or not url:
+            if kind == "input_image" and part.get("file_id"):
+                raise MediaFormError(RESPONSES_FILE_ID)
             return part  # upstream names what it cannot read
-        return _source_part(kind.removesuffix("_url"), url)
-    if kind in KINDS and "path" not in part and "url" not in part:
-        value = part.get(kind)
+        return _source_part("video" if kind == "video_url" else "image", url)
+    if kind not in KINDS:
+        return part
+    for key in ("path", "url"):
+        value = part.get(key)
         if isinstance(value, str) and value:
             return _source_part(kind, value)
+    if "base64" in part:
+        return _stored(kind, part["base64"], "a 'base64' key")
+    source = part.get("source")
+    if isinstance(source, Mapping):  # Anthropic's image block
+        return _anthropic_part(kind, source)
+    value = part.get(kind)
+    if isinstance(value, str) and value:
+        return _source_part(kind, value)
+    if isinstance(value, list):
+        raise MediaFormError(FRAME_LIST if kind == "video" else IMAGE_LIST)
+    if is_image_struct(value) or is_pil(value):  # a path given resolves as any other
+        return _source_part(kind, _image_value(value, f"a {kind!r} part"))
     return part
+
+
+def _anthropic_part(kind: str, source: Mapping[str, Any]) -> dict[str, str]:
+    form = str(source.get("type") or "")
+    if form == "base64" and isinstance(source.get("data"), str):
+        return _stored(kind, source["data"], "an Anthropic base64 source block")
+    if form == "url" and isinstance(source.get("url"), str) and source["url"]:
+        return _source_part(kind, source["url"])
+    raise MediaFormError(
+        f"an Anthropic image source block of type {form or 'none'!r} (give base64 data or a url)"
+    )
+
+
+def _stored(kind: str, text: Any, form: str) -> dict[str, str]:
+    if not isinstance(text, str):
+        raise MediaFormError(f"inline image ({form}) is not base64 text")
+    try:
+        return {"type": kind, "path": from_base64(text, form)}
+    except InlineMediaError as exc:
+        raise MediaFormError(str(exc)) from None
 
 
 def _source_part(kind: str, value: str) -> dict[str, str]:
     if value.startswith("data:"):
-        raise MediaFormError(INLINE)
-    return {"type": kind, "url" if "://" in value else "path": value}
+        if kind != "image":
+            raise MediaFormError(f"inline {kind} (data: URI): give a file path or URL")
+        try:
+            return {"type": kind, "path": from_data_uri(value)}
+        except InlineMediaError as exc:
+            raise MediaFormError(str(exc)) from None
+    if "://" in value:
+        return {"type": kind, "url": value}
+    try:
+        return {"type": kind, "path": resolve(value)}
+    except MediaFileMissing as exc:
+        raise MediaFormError(str(exc), exc.resolved) from None
+
+
+def _image_value(value: Any, form: str) -> str:
+    """A ``datasets.Image()`` value (``{"bytes", "path"}``, or decoded) as a file path: its
+    path when that names a file, else its bytes written once (data/inline_media.py)."""
+    try:
+        if is_pil(value):
+            return from_pil(value)
+        path, data = value.get("path"), value.get("bytes")
+        if isinstance(path, str) and path and (not data or _usable(path)):
+            return path
+        if isinstance(data, (bytes, bytearray)) and data:
+            return store(bytes(data), f"Image() bytes in {form}")
+        if isinstance(data, str) and data:  # base64, as a JSON export writes bytes
+            return from_base64(data, f"Image() bytes in {form}")
+    except InlineMediaError as exc:
+        raise MediaFormError(str(exc)) from None
+    raise MediaFormError(f"{form} holds an Image() value with neither bytes nor a path")
+
+
+def _usable(path: str) -> bool:
+    """Whether an ``Image()`` value's path names a file here (else its bytes are used: a Hub
+    dataset keeps the original file name, which is nowhere on this machine)."""
+    if "://" in path:
+        return False
+    try:
+        resolve(path)
+    except MediaFileMissing:
+        return False
+    return True
 
 
 def column_files(row: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]]:
@@ -98,20 +205,26 @@ def _entries(value: Any, column: str) -> list[str]:
                 ) from None
         else:
             value = [value] if text else []
-    if isinstance(value, Mapping):
+    if isinstance(value, Mapping) or is_pil(value):
         value = [value]
     if not isinstance(value, list):
         raise MediaFormError(f"{column!r} column is not a path or a list of paths")
     files = []
     for entry in value:
-        if isinstance(entry, Mapping):  # datasets' Image feature undecoded: {"bytes", "path"}
-            if entry.get("bytes") or entry.get("base64"):
-                raise MediaFormError(INLINE)
-            entry = entry.get("path") or entry.get("url")
+        if is_pil(entry) or is_image_struct(entry):
+            entry = _image_value(entry, f"the {column!r} column")
+        elif isinstance(entry, Mapping):
+            if entry.get("base64"):
+                entry = _stored("image", entry["base64"], "a 'base64' key")["path"]
+            else:
+                entry = entry.get("path") or entry.get("url")
+        if isinstance(entry, list):
+            raise MediaFormError(
+                f"{column!r} column holds a list of frames (qwen-vl-utils video form): "
+                "vLLM takes a video file; give its path or URL"
+            )
         if not isinstance(entry, str) or not entry:
             raise MediaFormError(f"{column!r} column holds an entry that is not a path or URL")
-        if entry.startswith("data:"):
-            raise MediaFormError(INLINE)
         files.append(entry)
     return files
 
@@ -176,7 +289,9 @@ def _bare(part: Any) -> str | None:
     if not isinstance(part, Mapping) or part.get("type") not in KINDS:
         return None
     kind = part["type"]
-    named = any(part.get(key) not in (None, "") for key in ("path", "url", kind, "base64"))
+    named = any(
+        part.get(key) not in (None, "") for key in ("path", "url", kind, "base64", "source")
+    )
     return None if named else kind
 
 

@@ -56,7 +56,6 @@ from speculators_qwen_compat.data.columns import (
     row_system,
 )
 from speculators_qwen_compat.data.media_forms import (
-    INLINE,
     MediaFormError,
     place_columns,
     upstream_part,
@@ -92,9 +91,11 @@ __all__ = ["CONVERSATION_KEYS", "BadConversation", "Normalized", "normalize_row"
 
 
 class BadConversation(ValueError):
-    """A row that cannot become a conversation; the message is the skip reason."""
+    """A row that cannot become a conversation; the message is the skip reason, ``detail``
+    what the ledger's example adds to the row's source (a media path as resolved)."""
 
     data_problem = True  # counted as a skipped row, never as a bug (data/row_errors.py)
+    detail = ""
 
 
 @dataclass
@@ -198,7 +199,7 @@ def normalize_row(
     try:  # after the system column is a turn: a placeholder there is counted too
         turns = place_columns(turns, row)  # LLaVA / LLaMA-Factory media columns
     except MediaFormError as exc:
-        raise BadConversation(str(exc)) from None
+        raise _bad_media(exc) from None
     tools = _tools_of(row)
     _check_calls_without_arguments(state.calls_without_arguments, tools)
     assistant = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
@@ -465,25 +466,17 @@ def _normalize_part(part: Any) -> Any:
         part = {k: v for k, v in part.items() if v is not None}
         if "text" in part and part.get("type", "text") == "text":
             return {"type": "text", "text": part["text"]}
-        if _inline_data(part):
-            # Copying image bytes into the training set is what speculators 0.8+ refuse too.
-            raise BadConversation(INLINE)
-        try:
-            return upstream_part(part)  # Qwen's and OpenAI's media parts
+        try:  # every media form, inline images written once (data/media_forms.py)
+            return upstream_part(part)
         except MediaFormError as exc:
-            raise BadConversation(str(exc)) from None
+            raise _bad_media(exc) from None
     return part
 
 
-def _inline_data(part: Mapping[str, Any]) -> bool:
-    if "base64" in part:
-        return True
-    for value in part.values():
-        if isinstance(value, Mapping):
-            value = value.get("url")
-        if isinstance(value, str) and value.startswith("data:"):
-            return True
-    return False
+def _bad_media(exc: MediaFormError) -> BadConversation:
+    bad = BadConversation(str(exc))
+    bad.detail = exc.detail  # the path as resolved, for the ledger's example
+    return bad
 
 
 def _normalize_tool_calls(calls: Any, state: _State | None = None) -> list[Any]:

@@ -24,6 +24,12 @@ Here (``render``, called with upstream's undecorated function):
   rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load
   local files without `--allowed-local-media-path`" fails the run at once with one line naming
   the flag (upstream retries it 14 s per render and skips every image conversation, exit 0).
+  The same at once for a local image outside the server's ``--allowed-local-media-path`` (an
+  image this run wrote to its media folder, data/inline_media.py, or one the data names): vLLM
+  masks the path, and the hidden-state step would meet the same refusal.
+  A 500 "Cannot connect to host" (an image URL the server could not fetch) is that
+  conversation's skip too, counted under the server's own words (upstream retried it as a
+  server fault and failed the run after the budget).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data import media_faults
+from speculators_qwen_compat.data.inline_media import MEDIA_DIR_ENV
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -56,10 +63,17 @@ TRANSIENT = frozenset({408, 429})
 #: it cannot use (data/media_faults.py: missing, a folder, ...), an image placeholder the
 #: truncation dropped before expansion (data/media.py). Counted skips, as the same
 #: conversations are when rendering locally.
-MEDIA_REFUSALS = ("Failed to apply prompt replacement for mm_items",)
+MEDIA_REFUSALS = (
+    "Failed to apply prompt replacement for mm_items",
+    # one image URL the server could not fetch (aiohttp's words: a host down or unknown): that
+    # conversation's, counted under the server's words; a server that is down never answers
+    "Cannot connect to host",
+)
 #: vLLM 0.32's 500 answer to every local image when started without --allowed-local-media-path.
 NO_LOCAL_MEDIA = "Cannot load local files without `--allowed-local-media-path`"
 
+#: vLLM 0.32's answer to a local image outside its --allowed-local-media-path folder
+OUTSIDE_ALLOWED = "must be a subpath of `--allowed-local-media-path"
 #: vLLM 0.32's 400 answer to a request carrying ``mm_processor_kwargs`` (a server started
 #: without ``--trust-request-mm-kwargs``).
 NO_REQUEST_KWARGS = "Per-request mm_processor_kwargs are disabled by default"
@@ -138,6 +152,16 @@ def media_config_fault(exc: BaseException) -> str | None:
             f"{NO_REQUEST_KWARGS}): start it with --mm-processor-kwargs set as for the "
             "hidden-states server and drop --mm-processor-kwargs from prepare_data, or start "
             "it with --trust-request-mm-kwargs"
+        )
+    if found is not None and OUTSIDE_ALLOWED in found[1]:
+        # vLLM masks the path (by depth): which image it was cannot be told, and every image
+        # outside that folder meets the same refusal again in the hidden-state step
+        media = os.environ.get(MEDIA_DIR_ENV)
+        wrote = f"the images this run wrote to {media} or " if media else ""
+        return (
+            f"the render server cannot read {wrote}an image the data names (vLLM: "
+            f"{OUTSIDE_ALLOWED} DIR`): start it with --allowed-local-media-path naming a folder "
+            "that holds every image of the data" + (" and that media folder" if media else "")
         )
     if found is None or found[0] != 500 or NO_LOCAL_MEDIA not in found[1]:
         return None

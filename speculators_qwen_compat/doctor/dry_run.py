@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.data import ledger, processor_media
+from speculators_qwen_compat.data import inline_media, ledger, processor_media
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
@@ -61,7 +61,10 @@ def data_files(specs: list[str]) -> list[Path]:
     for spec in specs:
         found = local_json_files(spec)
         if found is None:
-            raise CompatError(f"--data {spec}: doctor reads local .json/.jsonl files and folders")
+            raise CompatError(
+                f"--data {spec}: doctor reads local .json/.jsonl/.parquet files and folders, "
+                "save_to_disk folders and hf: data"
+            )
         files.extend(found)
     return files
 
@@ -77,6 +80,9 @@ def dry_run(
     """``loaded``: what the release loads for the target (asked only when a conversation has
     images or videos, on <= 0.7, to skip them as the run does: data/processor_media.py)."""
     raw = read_rows(files, conversations_key, keep=max_rows)
+    # inline images judged as prepare_data judges them: written once, to a folder of this
+    # process removed at its exit (data/inline_media.py), so nothing is left beside any output
+    inline_media.scratch_folder()
     result = DryRun(rows_total=raw.total, pretokenized=raw.pretokenized)
     result.lines, result.sources = raw.lines, raw.sources
     if raw.pretokenized:  # upstream passes such rows through untouched

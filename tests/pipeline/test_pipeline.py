@@ -18,7 +18,7 @@ import pytest
 import tiny_checkpoints as tiny
 from conftest import program
 
-from . import readme_path
+from . import data, readme_path
 from .conftest import (
     AUX_LAYERS,
     LAYER_IDS,
@@ -283,3 +283,49 @@ def test_partial_drops_are_counted(stage: Stage) -> None:
     kept, dropped, total = (int(n) for n in re.findall(r"\d+", line)[:3])
     assert kept > 0 and dropped > 0 and total == kept + dropped, line
     assert "hidden states unavailable" in line, line
+
+
+def test_hub_parquet_images_reach_the_hidden_states(stage: Stage) -> None:
+    """The chain for data as the Hub holds it: parquet with ``Image()`` bytes -> prepare_data
+    (images written once to ``<output>-media``) -> upstream's generate-offline-data against the
+    real vLLM (which reads them through ``--allowed-local-media-path``, validating each row's
+    prompt ids) -> one hidden-state file per row."""
+    if not stage.images:
+        pytest.skip("not applicable: a text-only target takes no images")
+    from datasets import load_from_disk
+    from safetensors.torch import load_file
+
+    from .conftest import prepare_python
+
+    work = stage.work / "hub"
+    work.mkdir()
+    images = [str(stage.work / "images" / name) for name in data.IMAGES]
+    program_path = str(program("write_hub_parquet"))
+    wrote = run(
+        program_path, str(work / "train.parquet"), *images, python=prepare_python(stage.kind)
+    )
+    assert wrote.returncode == 0, wrote.stderr[-3000:]
+    prepared = work / "prepared"
+    prepare = ["python", "-m", "speculators_qwen_compat.prepare_data", "--model", str(stage.model),
+               "--data", str(work / "train.parquet"), "--output", str(prepared),
+               "--seq-length", str(SEQ_LENGTH), "--num-preprocessing-workers", "2"]  # fmt: skip
+    result = execute(prepare, work, python=prepare_python(stage.kind))
+    assert result.returncode == 0, result.stderr[-3000:]
+    media = work / "prepared-media"
+    assert result.stdout.strip().splitlines()[-1].startswith(f"wrote {len(images) + 1} rows")
+    assert f"inline images in {media} ({len(images)} files" in result.stdout
+    rows = load_from_disk(str(prepared)).with_format(None)
+    pads = sorted(r["input_ids"].count(IMAGE_PAD) for r in rows)
+    assert pads == IMAGE_ROW_PADS, pads  # the processor's counts (64x64: 4, 128x96: 12)
+    assert all(str(media) in json.dumps(r["messages"]) for r in rows)
+    generate = ["speculators", "generate-offline-data", "--endpoint", f"{stage.server.url}/v1",
+                "--preprocessed-data", str(prepared), "--concurrency", "2",
+                "--validate-outputs", "--fail-on-error"]  # fmt: skip
+    generated = execute(generate, work)
+    assert generated.returncode == 0, generated.stdout[-2000:] + generated.stderr[-2000:]
+    files = sorted((prepared / "hidden_states").glob("hs_*.safetensors"))
+    assert len(files) == len(rows)
+    got = sorted(load_file(str(f))["token_ids"].tolist().count(IMAGE_PAD) for f in files)
+    assert got == IMAGE_ROW_PADS
+    print(f"\nchain ({stage.kind}): {result.stdout.strip().splitlines()[-1]}\n"
+          f"  hidden-state files {len(files)}, pads per file {got}")  # fmt: skip

@@ -34,6 +34,7 @@ TEMPLATE_ERROR = {
     }
 }
 SLOW_SECONDS = 5.0
+FETCH_ERROR = "Cannot connect to host images.invalid:443 ssl:default [Name or service not known]"
 _JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
 _PROXY_PAGE = "<html><head><title>{0}</title></head><body><h1>{0}</h1><hr>nginx</body></html>"
@@ -60,6 +61,8 @@ MODES: dict[str, tuple[int, str, str]] = {
     "200-null-ids": (200, _JSON, json.dumps({"token_ids": None})),
     "200-html": (200, _HTML, _PROXY_PAGE.format("Sign in")),  # a captive portal, a login page
     "refuse": (400, _JSON, json.dumps(TEMPLATE_ERROR)),
+    # vLLM 0.32's answer to an image URL it cannot fetch (its aiohttp's words)
+    "fetch": _error(500, FETCH_ERROR),
     "validation": (
         400,
         _JSON,

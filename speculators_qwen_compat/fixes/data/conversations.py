@@ -46,7 +46,7 @@ from speculators_qwen_compat.core.upstream import (
     is_pretokenized,
     parameters,
 )
-from speculators_qwen_compat.data import ledger, processor_media, weights
+from speculators_qwen_compat.data import ledger, media_paths, processor_media, weights
 from speculators_qwen_compat.data.columns import (
     CONVERSATIONS_KEY_ENV,
     ColumnOptions,
@@ -214,14 +214,15 @@ def read_batch(
                 row = _json_row(lines[i])
             else:
                 row = {name: examples[name][i] for name in columns}
-            normalized = normalize_row(row, options, release_roles)
+            with media_paths.row_source(sources[i] if sources else None):
+                normalized = normalize_row(row, options, release_roles)
             conversation = normalized.conversation  # media parts in upstream's form already
             if lines is not None and "\\ud" in lines[i].lower():
                 _refuse_lone_surrogates(conversation, normalized.tools)
             if multimodal is not None:
                 conversation = processor_media.for_local_template(conversation, multimodal)
         except BadConversation as exc:
-            ledger.skip(str(exc), where)
+            ledger.skip(str(exc), f"{where} ({exc.detail})" if exc.detail else where)
             continue
         for text in normalized.notes:
             ledger.note(text)

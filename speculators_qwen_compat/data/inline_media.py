@@ -1,0 +1,165 @@
+"""Images held inline in the data, written once to content-addressed files beside the output.
+
+Target: every reader (data/files.py's JSON rows, data/table_rows.py's parquet, ``save_to_disk``
+and ``hf:`` rows) and the normaliser (data/media_forms.py, data/normalize.py). Hub datasets hold
+images as ``datasets.Image()`` values (``{"bytes", "path"}`` in the file, a PIL image when
+decoded), OpenAI exports as ``data:image/...;base64,`` URIs, Anthropic blocks as ``{"source":
+{"type": "base64", "data": ...}}``. Upstream 0.8+ refuses all of them in prepare_data (they would
+be copied into the training set) and its hidden-state step sends each row's images to vLLM as
+``file://`` paths (``--allowed-local-media-path``).
+
+Shape: each image's bytes are written once to ``<media folder>/<sha256>.<format>`` (the folder
+``prepare_data`` names beside ``--output``, exported in ``MEDIA_DIR_ENV`` for the map workers),
+by a write to a temporary name and an atomic rename, so workers writing the same image at once,
+a killed run and a rerun all leave one whole file; an existing file is reused, never rewritten
+or deleted. The row then names the file by its absolute path, as a path part. Without a media
+folder (upstream's own command, doctor) an inline image is a counted skip naming the form.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: The media folder of this run (absolute), set by prepare_data for the map workers.
+MEDIA_DIR_ENV = "SPECULATORS_QWEN_COMPAT_MEDIA_DIR"
+#: The media folder's name beside ``--output``: ``<output>-media``.
+SUFFIX = "-media"
+
+#: Image formats by their first bytes: the file name's extension (what vLLM and Pillow sniff).
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpg"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"BM", "bmp"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+)
+
+
+class InlineMediaError(ValueError):
+    """An inline image that cannot be written; the message is the skip reason."""
+
+    data_problem = True  # counted as a skipped row (data/row_errors.py)
+
+
+def folder_for(output: Path) -> Path:
+    """The media folder beside ``output``: ``<output>-media`` (absolute)."""
+    absolute = Path(os.path.abspath(output))
+    return absolute.with_name(absolute.name + SUFFIX)
+
+
+def choose_folder(output: Path | None) -> Path | None:
+    """Export the media folder of a run writing ``output`` (None: no folder, inline images are
+    skips) for this process and its map workers; the folder is made on the first image."""
+    if output is None:
+        os.environ.pop(MEDIA_DIR_ENV, None)
+        return None
+    folder = folder_for(output)
+    os.environ[MEDIA_DIR_ENV] = str(folder)
+    return folder
+
+
+def scratch_folder() -> Path:
+    """A media folder for a run that writes no output (doctor): made in the temp folder,
+    removed when this process exits; the run's own folder when one is set."""
+    folder = media_folder()
+    if folder is not None:
+        return folder
+    import atexit
+    import shutil
+
+    made = Path(tempfile.mkdtemp(prefix="speculators-qwen-compat-media-"))
+    atexit.register(shutil.rmtree, made, True)
+    os.environ[MEDIA_DIR_ENV] = str(made)
+    return made
+
+
+def media_folder() -> Path | None:
+    value = os.environ.get(MEDIA_DIR_ENV)
+    return Path(value) if value else None
+
+
+def image_format(data: bytes) -> str | None:
+    """The image format's extension from the first bytes, or None when not an image format."""
+    for magic, ext in _MAGIC:
+        if data.startswith(magic):
+            return ext
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def store(data: bytes, form: str) -> str:
+    """Write ``data`` (an image's bytes, held inline as ``form``) once; its absolute path."""
+    folder = media_folder()
+    if folder is None:
+        raise InlineMediaError(
+            f"inline image ({form}): prepare_data writes such images to a media folder "
+            "beside --output; this run has none (run python -m "
+            "speculators_qwen_compat.prepare_data), or give file paths"
+        )
+    ext = image_format(data)
+    if ext is None:
+        raise InlineMediaError(f"inline image ({form}) holds bytes that are not an image file")
+    target = folder / f"{hashlib.sha256(data).hexdigest()}.{ext}"
+    if target.is_file() and target.stat().st_size == len(data):
+        return str(target)  # written before (this run or an earlier one)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".incoming-", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return str(target)
+
+
+def from_base64(text: str, form: str) -> str:
+    """``store`` of base64 text (whitespace allowed, as in wrapped exports)."""
+    try:
+        data = base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise InlineMediaError(f"inline image ({form}) is not valid base64") from None
+    return store(data, form)
+
+
+def from_data_uri(uri: str) -> str:
+    """``store`` of a ``data:<type>;base64,<payload>`` URI."""
+    head, comma, payload = uri.partition(",")
+    if not comma or not head.endswith(";base64"):
+        raise InlineMediaError("inline image (data: URI) is not base64-encoded (';base64,')")
+    return from_base64(payload, "data: URI")
+
+
+def from_pil(image: Any) -> str:
+    """``store`` of a decoded image (a PIL image from ``datasets.Image()``), in the format it
+    was read from (PNG when it has none), so its size and pads are the original's."""
+    import io
+
+    fmt = getattr(image, "format", None) or "PNG"
+    buffer = io.BytesIO()
+    try:
+        image.save(buffer, format=fmt)
+    except (OSError, ValueError, KeyError):
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+    return store(buffer.getvalue(), "a decoded Image() value")
+
+
+def is_pil(value: Any) -> bool:
+    return type(value).__module__.startswith("PIL.") and hasattr(value, "save")
+
+
+def is_image_struct(value: Any) -> bool:
+    """``datasets.Image()`` as stored: a mapping with ``bytes`` and/or ``path`` only."""
+    return isinstance(value, dict) and bool(value) and set(value) <= {"bytes", "path"}

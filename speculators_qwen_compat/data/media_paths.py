@@ -1,0 +1,106 @@
+"""Relative image and video paths: the folder they are relative to, and what a miss says.
+
+Target: the normaliser's media parts (data/media_forms.py), on every release. Data sets name
+their files relative to a folder of their own: LLaVA's ``coco/train2017/000000033471.jpg``
+(relative to the image folder given to its trainer), LLaMA-Factory's ``media_dir`` (default: the
+dataset's folder). Upstream resolves a ``path`` part against the working directory, so the same
+file works from one folder and is "No such file or directory" from another, and the reason never
+says where it looked.
+
+Shape: a relative path becomes absolute when the row is read: against ``--media-dir DIR`` when
+given, else against the data file's folder when the file is there, else against the working
+directory (upstream's rule). A relative path found in none is the conversation's counted skip,
+whose reason says what it was resolved against; the ledger's example for it adds the path as
+resolved. Absolute paths and URLs are left as they are (their faults: data/media_faults.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+
+#: ``--media-dir``, exported for the map workers.
+MEDIA_ROOT_ENV = "SPECULATORS_QWEN_COMPAT_MEDIA_ROOT"
+_SOURCE_INDEX = re.compile(r"(:\d+|\[\d+\])\Z")
+_row_source: ContextVar[str | None] = ContextVar("speculators_qwen_compat_source", default=None)
+
+
+class MediaFileMissing(ValueError):
+    """A relative media path found under no folder; the message is the skip reason (bounded: it
+    names the folder, not the file) and ``resolved`` the path as resolved."""
+
+    data_problem = True
+
+    def __init__(self, reason: str, resolved: str) -> None:
+        super().__init__(reason)
+        self.resolved = resolved
+
+
+def choose_root(folder: str | None) -> None:
+    """``--media-dir DIR``: checked (a folder) and exported; a bad value is the run's error."""
+    if folder is None:
+        os.environ.pop(MEDIA_ROOT_ENV, None)
+        return
+    if not Path(folder).is_dir():
+        from speculators_qwen_compat.core.errors import CompatError
+
+        raise CompatError(f"--media-dir {folder}: no such folder")
+    os.environ[MEDIA_ROOT_ENV] = os.path.abspath(folder)
+
+
+@contextmanager
+def row_source(source: str | None) -> Iterator[None]:
+    """Resolve the relative paths of the row read from ``source`` (``file:line``,
+    ``file[i]``, ``hf:NAME[i]``) while it is normalised."""
+    token = _row_source.set(source)
+    try:
+        yield
+    finally:
+        _row_source.reset(token)
+
+
+def data_folder(source: str | None) -> Path | None:
+    """The folder of the data file a row's source names, or None (a hub name, no source)."""
+    if not source:
+        return None
+    name = _SOURCE_INDEX.sub("", source)
+    name = name.removeprefix("hf:")
+    path = Path(name)
+    if path.is_file():
+        return path.parent.absolute()
+    if path.is_dir():
+        return path.absolute()
+    return None
+
+
+def resolve(value: str, source: str | None = None) -> str:
+    """``value`` (a path as the data gives it) as an absolute path; raises
+    ``MediaFileMissing`` for a relative path found under none of the folders tried."""
+    if os.path.isabs(value):
+        return value
+    source = _row_source.get() if source is None else source
+    root = os.environ.get(MEDIA_ROOT_ENV)
+    if root:
+        return _found(Path(root) / value, value, f"--media-dir {root}")
+    folder = data_folder(source)
+    cwd = Path.cwd()
+    if folder is not None and folder != cwd and (folder / value).exists():
+        return str(folder / value)
+    against = f"the working directory {cwd}"
+    if folder is not None and folder != cwd:
+        against = f"the data file's folder {folder} and {against}"
+    return _found(cwd / value, value, against)
+
+
+def _found(path: Path, given: str, against: str) -> str:
+    if path.exists():
+        return str(path)
+    raise MediaFileMissing(
+        f"[Errno 2] No such file or directory: relative media path resolved against {against} "
+        "(name the folder with --media-dir)",
+        f"{given!r} -> {path}",
+    )

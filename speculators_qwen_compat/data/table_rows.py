@@ -1,0 +1,184 @@
+"""Data as the Hub holds it: parquet files, ``save_to_disk`` folders and ``hf:`` data sets, read
+as the same rows as the same data in JSON lines.
+
+Target: ``--data`` on every release (data/files.py, through fixes/data/conversations.py).
+Upstream reads local ``.json``/``.jsonl`` only ("Unsupported dataset: x.parquet"), reads a
+``save_to_disk`` folder as JSON files (and fails on its dataset_info.json), and takes ``hf:``
+data (0.7+) only with a ``conversations`` column; a ``datasets.Image()`` value reaching its map
+is a fatal ``TypeError`` (not JSON serializable).
+
+Shape: each source yields its rows as JSON text with a ``file[i]`` source, like a JSON lines
+file (data/files.py's ``RawRow``), so everything after the read (column finding, normalising,
+the skip ledger) is the JSON path's. Arrow values become JSON as a JSON file would hold them:
+the None Arrow fills in for keys a struct's other rows have are dropped (nested mappings only),
+bytes (an ``Image()`` value's, a binary column) become base64, which the normaliser writes once
+to the media folder (data/inline_media.py). Streamed in record batches of ``BATCH_ROWS`` (a
+parquet file by row groups, a ``save_to_disk`` or ``hf:`` data set memory-mapped), so memory
+does not grow with the number of rows; images are never decoded here.
+
+``hf:NAME_OR_PATH[:SUBSET]:SPLIT`` (upstream's spec; split ``train`` by default): a local
+``save_to_disk`` folder, else ``datasets.load_dataset`` (offline, ``HF_HUB_OFFLINE=1``: from
+the local cache), Arrow-cached and memory-mapped by datasets itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from speculators_qwen_compat.core.errors import DataError
+
+PARQUET_SUFFIX = ".parquet"
+HF_PREFIX = "hf:"
+BATCH_ROWS = 64
+#: what ``save_to_disk`` writes beside its Arrow files (never rows)
+SAVED_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+METADATA_NAMES = frozenset({*SAVED_MARKERS, "dataset_infos.json"})
+
+
+class TableRow(NamedTuple):
+    text: str
+    source: str
+
+
+def is_hub_spec(spec: str) -> bool:
+    """``hf:NAME_OR_PATH...`` (not upstream's ``hf://datasets/...jsonl`` URIs)."""
+    return spec.startswith(HF_PREFIX) and not spec.startswith("hf://")
+
+
+def is_saved_folder(path: Path) -> bool:
+    """A folder ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk`` wrote."""
+    return (path / "dataset_dict.json").is_file() or (
+        (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
+    )
+
+
+class ParquetFile:
+    """One parquet file, read by row groups in record batches."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.suffix = PARQUET_SUFFIX
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def rows(self) -> Iterator[TableRow]:
+        import pyarrow.parquet as pq
+
+        try:
+            reader = pq.ParquetFile(str(self.path))
+        except Exception as exc:  # ArrowInvalid: not a parquet file, truncated footer
+            raise DataError(f"{self.path}: not a readable parquet file ({exc})") from None
+        index = 0
+        for batch in reader.iter_batches(batch_size=BATCH_ROWS):
+            for row in batch.to_pylist():
+                yield TableRow(row_json(row), f"{self.path}[{index}]")
+                index += 1
+
+
+class DatasetRows:
+    """A ``datasets.Dataset`` (from ``load_from_disk`` or ``load_dataset``), memory-mapped."""
+
+    def __init__(self, name: str, dataset: Any) -> None:
+        self.name = name
+        self.dataset = dataset
+        self.suffix = ""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def rows(self) -> Iterator[TableRow]:
+        index = 0
+        arrow = self.dataset.with_format("arrow")  # Image() values stay {"bytes", "path"}
+        for table in arrow.iter(batch_size=BATCH_ROWS):
+            for row in table.to_pylist():
+                yield TableRow(row_json(row), f"{self.name}[{index}]")
+                index += 1
+
+
+def saved_dataset(folder: Path, spec: str, split: str | None = None) -> DatasetRows:
+    """A ``save_to_disk`` folder's rows (a DatasetDict: ``split``, else ``train``, else its only
+    split)."""
+    from datasets import DatasetDict, load_from_disk
+
+    try:
+        loaded = load_from_disk(str(folder))
+    except Exception as exc:
+        raise DataError(f"--data {spec}: cannot read the save_to_disk folder ({exc})") from None
+    if isinstance(loaded, DatasetDict):
+        loaded = _split_of(loaded, spec, split)
+    return DatasetRows(str(folder), loaded)
+
+
+def parse_hub_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``hf:NAME_OR_PATH[:SUBSET]:SPLIT`` as upstream parses it: (name, subset, split or None)."""
+    parts = spec.removeprefix(HF_PREFIX).split(":")
+    if len(parts) > 3 or not parts[0] or any(p == "" for p in parts[1:]):
+        raise DataError(f"--data {spec}: expected hf:NAME_OR_PATH[:SUBSET]:SPLIT")
+    subset = parts[1] if len(parts) == 3 else None
+    return parts[0], subset, parts[-1] if len(parts) > 1 else None
+
+
+def hub_dataset(spec: str) -> DatasetRows:
+    """A Hub data set by name (offline: from datasets' local cache), memory-mapped."""
+    from datasets import load_dataset
+
+    name, subset, split = parse_hub_spec(spec)
+    try:
+        dataset = load_dataset(name, name=subset, split=split or "train")
+    except Exception as exc:
+        words = " ".join(str(exc).split())[:300]
+        raise DataError(
+            f"--data {spec}: cannot load {name!r} ({type(exc).__name__}: {words}); offline "
+            "(HF_HUB_OFFLINE=1) only data sets in the local Hugging Face cache load"
+        ) from None
+    return DatasetRows(f"{HF_PREFIX}{name}", dataset)
+
+
+def _split_of(loaded: Any, spec: str, split: str | None) -> Any:
+    names = list(loaded)
+    if split is not None and split in loaded:
+        return loaded[split]
+    if split is None and "train" in loaded:
+        return loaded["train"]
+    if split is None and len(names) == 1:
+        return loaded[names[0]]
+    raise DataError(
+        f"--data {spec}: no split {split or 'train'!r} (splits: {', '.join(names)}); name one "
+        "with hf:PATH:SPLIT"
+    )
+
+
+def row_json(row: dict[str, Any]) -> str:
+    """One Arrow row as the JSON text a JSON lines file would hold (module docstring)."""
+    return json.dumps(
+        {key: _plain(value) for key, value in row.items()},
+        ensure_ascii=False,
+        default=str,  # dates, decimals: as text
+    )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: _base64(item) if key == "bytes" and _is_bytes(item) else _plain(item)
+            for key, item in value.items()
+            if item is not None
+        }
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if _is_bytes(value):  # a binary column or part: an Image() value without its path
+        return {"bytes": _base64(value)}
+    return value
+
+
+def _is_bytes(value: Any) -> bool:
+    return isinstance(value, (bytes, bytearray))
+
+
+def _base64(value: Any) -> str:
+    return base64.b64encode(bytes(value)).decode("ascii")

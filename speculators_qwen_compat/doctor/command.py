@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.data import media_paths
 from speculators_qwen_compat.data.media import choose_processor_kwargs
 from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor import media_endpoint
@@ -75,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system-column", default=None, help="as for prepare_data")
     parser.add_argument("--unknown-roles", default=None, help="as for prepare_data")
     parser.add_argument("--mm-processor-kwargs", default=None, help="as for prepare_data")
+    parser.add_argument("--media-dir", default=None, help="as for prepare_data")
     parser.add_argument(
         "--endpoint",
         default=None,
@@ -110,6 +112,7 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     apply_data_flags(args)
     choose_processor_kwargs(getattr(args, "mm_processor_kwargs", None))
+    media_paths.choose_root(getattr(args, "media_dir", None))
     files = data_files(args.data)  # a wrong path fails before the slow imports
     pads_problem: str | None = None
     tokenizer = load_tokenizer(args.model)

@@ -26,7 +26,7 @@ from typing import Any
 #: prepare_data's data flags doctor takes too, forwarded to the sample's run.
 FORWARDED = (
     "conversations_key", "prompt_column", "response_column", "system_column", "unknown_roles",
-    "mm_processor_kwargs",
+    "mm_processor_kwargs", "media_dir",
 )  # fmt: skip
 ERROR_PREFIX = "speculators_qwen_compat: error: "
 
@@ -69,6 +69,7 @@ def run_sample(
             sys.executable, "-m", "speculators_qwen_compat.prepare_data", "--model", model,
             "--data", str(data), "--output", str(output), "--seq-length", str(seq_length),
             "--num-preprocessing-workers", str(workers), *_forwarded(flags),
+            *_media_dir(flags, sources),
         ]  # fmt: skip
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
         # in the user's folder, as their run: a relative --model or image path means the same
@@ -114,6 +115,21 @@ def _stopped_by_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _media_dir(flags: Any, sources: list[str]) -> list[str]:
+    """The sample lives in a temporary folder: relative media paths, which the run resolves
+    against the data file's folder, are resolved against that folder here (``--media-dir``),
+    unless the user named one; the working directory stays the user's."""
+    if getattr(flags, "media_dir", None):
+        return []
+    from speculators_qwen_compat.data.media_paths import data_folder
+
+    folders = {data_folder(source) for source in sources}
+    if len(folders) != 1 or None in folders:
+        return []
+    (folder,) = folders
+    return [] if folder == Path.cwd() else ["--media-dir", str(folder)]
 
 
 def _forwarded(flags: Any) -> list[str]:

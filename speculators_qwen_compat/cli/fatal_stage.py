@@ -85,7 +85,7 @@ def next_step(exc: BaseException, stage: Stage) -> str:
             "a map worker died (often the kernel's out-of-memory killer: see `dmesg`): rerun "
             "with fewer --num-preprocessing-workers"
         )
-    if stage is LOADING and ("torchvision" in text or "Pillow" in text):
+    if stage is LOADING and _about_the_processor(text) and _missing_vision_packages():
         return (
             "this speculators release loads the target's processor for a vision-language "
             "config (Qwen3.5/3.6), which needs Pillow and torchvision: pip install pillow "
@@ -100,6 +100,19 @@ def next_step(exc: BaseException, stage: Stage) -> str:
     if stage is MAPPING and "can't be aligned" in text:
         return f"rerun with --num-preprocessing-workers 1, and {_REPORT}"
     return stage.next_step
+
+
+def _about_the_processor(text: str) -> bool:
+    words = ("torchvision", "Pillow", "image processor", "preprocessor_config.json")
+    return any(word in text for word in words)
+
+
+def _missing_vision_packages() -> bool:
+    """transformers' error names torchvision on some paths only (an image processor class it
+    cannot build is "Unrecognized" on others): ask the venv itself."""
+    from importlib.util import find_spec
+
+    return find_spec("torchvision") is None or find_spec("PIL") is None
 
 
 def explain(exc: BaseException, message: str) -> str:

@@ -80,12 +80,15 @@ def _request(url: str, body: dict[str, Any] | None = None, timeout: float = 120)
 
 def verifier_shape(model: str) -> tuple[int, int] | None:
     """(num_hidden_layers, hidden_size) from the model folder's config.json (text_config
-    first, as upstream reads a multimodal verifier), or None when it is not a local folder."""
+    first, as upstream reads a multimodal verifier), or None when it is not a local folder
+    or its config does not say (a processor-only folder)."""
     path = Path(model).expanduser() / "config.json"
     if not path.is_file():
         return None
     config = json.loads(path.read_text(encoding="utf-8"))
     config = config.get("text_config") or config
+    if "num_hidden_layers" not in config or "hidden_size" not in config:
+        return None
     return int(config["num_hidden_layers"]), int(config["hidden_size"])
 
 
@@ -107,7 +110,8 @@ def check_endpoint(
     if target_ids is None:
         if shape is None:
             raise CompatError(
-                f"--model {model} is not a local folder: pass --target-layer-ids as training will"
+                f"--model {model} has no local config.json that says num_hidden_layers: "
+                "pass --target-layer-ids as training will"
             )
         layers = shape[0]
         target_ids = default_layer_ids(layers)

@@ -52,7 +52,7 @@ def print_training_view(model: str, out: TextIO) -> None:
     for line in _decoder_lines(model):
         print(f"  {line}", file=out)
     print(f"  {'mask token:':<24}{_mask_token_line(model)}", file=out)
-    for line in layer_lines(model):
+    for line in _guarded(layer_lines, model):
         print(f"  {line}", file=out)
 
 
@@ -64,7 +64,10 @@ def layer_lines(model: str) -> list[str]:
 
     shape = verifier_shape(model)
     if shape is None:
-        return [f"{'layers:':<24}no local config.json: read num_hidden_layers from the model's"]
+        return [
+            f"{'layers:':<24}no num_hidden_layers in a local config.json: read it from the "
+            "model's card and pass --target-layer-ids to train"
+        ]
     layers = shape[0]
     ids = default_layer_ids(layers)
     return [

@@ -57,8 +57,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("served-drafters")
     verifiers = [tiny.write_checkpoint(root / kind, kind) for kind in tiny.ONE_PLUS_WEIGHT_KINDS]
     gen = torch.Generator().manual_seed(0)
-    # text positions: the start of a sequence and far into a long one
-    positions = torch.cat([torch.arange(64), torch.arange(30_000, 30_064)])
+    # text positions: the start of a sequence and the end of the tiny verifiers' 512
+    positions = torch.cat([torch.arange(64), torch.arange(448, 512)])
     q = torch.randn(len(positions), 2, tiny.UNIT.head_dim, generator=gen)
     torch.save({"q": q, "positions": positions}, root / "io.pt")
     trained = {f"on-{r}": _build(root, r, verifiers, f"on-{r}") for r in RELEASES}
@@ -109,7 +109,7 @@ def test_vllm_reads_no_m_rope_from_what_we_save(served: dict) -> None:
 
 
 def test_rotation_vllm_applies_is_the_trained_one(served: dict) -> None:
-    """On text positions (0-63 and 30,000-30,063), the query vLLM's rotary embedding rotates
+    """On text positions (0-63 and 448-511), the query vLLM's rotary embedding rotates
     under the saved config equals the one the drafter's own rotary embedding and
     apply_rotary_pos_emb give: the rotation it trained with."""
     checked = 0
@@ -167,6 +167,27 @@ def test_mixed_layers_cannot_be_served_as_trained(served: dict) -> None:
     (folder, answer), *_ = served["trained"]["on-mixed"].items()
     assert answer["causal"] == [True, False]
     assert len(set(served["vllm"][folder]["causal"])) == 1
+
+
+def test_doctor_says_what_vllm_does(served: dict) -> None:
+    """``doctor --drafter``'s rope and attention verdicts, on every folder saved with the fixes
+    on and off, agree with vLLM's own reading of it (M-RoPE; causality against upstream's mask)."""
+    from speculators_qwen_compat.doctor.drafter_view import check_drafter
+
+    checked = 0
+    for case, answers in served["trained"].items():
+        for folder, answer in answers.items():
+            if Path(folder).name == "xpress":
+                continue
+            verifier = str(Path(folder).parents[2] / Path(folder).parent.name)
+            lines = dict(check_drafter(folder, verifier).lines)
+            vllm = served["vllm"][folder]
+            assert ("PROBLEM" in lines["rope"]) == vllm["uses_mrope"], (case, folder)
+            if answer["causal"] is not None:
+                as_trained = vllm["causal"] == answer["causal"]
+                assert ("PROBLEM" not in lines["attention"]) == as_trained, (case, folder)
+            checked += 1
+    assert checked >= 40
 
 
 def test_image_positions_differ_from_training(served: dict) -> None:

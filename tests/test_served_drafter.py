@@ -1,4 +1,4 @@
-"""Drafters saved for Qwen3.5/3.6 verifiers, read by vLLM 0.32 (fixes served_rope, served_attention).
+"""Drafters saved for Qwen3.5/3.6 verifiers as vLLM 0.32 reads them (served_rope, served_attention).
 
 Every tested release builds and saves each drafter type it trains, through its own construction
 path (tests/drafters.py), for tiny Qwen3.5 verifiers (dense and MoE; tests/programs/

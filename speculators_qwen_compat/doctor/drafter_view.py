@@ -1,4 +1,4 @@
-"""``doctor --drafter DIR --model VERIFIER``: will vLLM 0.32 load this drafter and serve it as trained?
+"""``doctor --drafter DIR --model VERIFIER``: will vLLM 0.32 load the drafter, serve it as trained?
 
 Reads the drafter folder (config.json, the weights' tensor names) and the verifier's config, and
 checks what vLLM's speculators reader and draft models read (training/served_drafter.py; facts in
@@ -66,7 +66,9 @@ def verifier_text_config(model: str) -> dict[str, Any]:
 
             config = AutoConfig.from_pretrained(model).to_dict()
         except Exception as exc:
-            raise CompatError(f"--model {model}: cannot read its config ({reason_of(exc)})") from None
+            raise CompatError(
+                f"--model {model}: cannot read its config ({reason_of(exc)})"
+            ) from None
     return config.get("text_config") or config
 
 
@@ -88,7 +90,9 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
     check = DrafterCheck()
     kind = sd.speculator_type(config)
     if kind not in VLLM_METHOD:
-        check.problem("type", f"{kind or 'no speculators_model_type'}: vLLM 0.32 has no such drafter")
+        check.problem(
+            "type", f"{kind or 'no speculators_model_type'}: vLLM 0.32 has no such drafter"
+        )
         return check
     check.say("type", f"{kind} (vLLM method {VLLM_METHOD[kind]['method']})")
     _layers(check, config, verifier)
@@ -133,9 +137,7 @@ def _hidden_and_vocab(check: DrafterCheck, config: dict[str, Any], verifier: dic
     layer = sd.layer_config(config)
     hidden = config.get("target_hidden_size") or layer.get("hidden_size")
     if hidden != verifier.get("hidden_size"):
-        check.problem(
-            "hidden size", f"{hidden}, the verifier's is {verifier.get('hidden_size')}"
-        )
+        check.problem("hidden size", f"{hidden}, the verifier's is {verifier.get('hidden_size')}")
     vocab = int(verifier.get("vocab_size") or 0)
     draft = int(config.get("draft_vocab_size") or layer.get("vocab_size") or 0)
     have = [k for k in MAPPING_KEYS if k in weights]
@@ -162,7 +164,9 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
     mask = config.get("mask_token_id")
     vocab = int(verifier.get("vocab_size") or 0)
     if mask is None:
-        check.problem("mask token", "none saved (vLLM requires mask_token_id for parallel drafting)")
+        check.problem(
+            "mask token", "none saved (vLLM requires mask_token_id for parallel drafting)"
+        )
     elif not 0 <= int(mask) < vocab:
         check.problem("mask token", f"{mask}, outside the verifier's vocabulary of {vocab}")
     else:
@@ -196,7 +200,7 @@ def _rope(check: DrafterCheck, config: dict[str, Any], kind: str) -> None:
     if kind in PARALLEL:
         check.problem(
             "rope",
-            f"{keys} in the config: vLLM 0.32 refuses it (\"does not support M-RoPE yet\"); "
+            f'{keys} in the config: vLLM 0.32 refuses it ("does not support M-RoPE yet"); '
             "save with the fixes on (fix served_rope) or remove those keys from config.json",
         )
     else:
@@ -220,8 +224,8 @@ def _attention(check: DrafterCheck, config: dict[str, Any]) -> bool:
     elif fields:
         check.problem(
             "attention",
-            f"every layer trained bidirectional but vLLM serves them causal: set "
-            f"sliding_window_non_causal true in config.json (fix served_attention does on save)",
+            "every layer trained bidirectional but vLLM serves them causal: set "
+            "sliding_window_non_causal true in config.json (fix served_attention does on save)",
         )
     else:
         check.say("attention", f"served as trained ({text})")

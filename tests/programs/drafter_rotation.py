@@ -1,7 +1,7 @@
 """Run on one speculators release: build, save and rotate with every drafter type it trains.
 
-``python drafter_rotation.py IO.pt OUT VERIFIER... [-- TYPE FLAG...]``: IO.pt holds ``{"q": [tokens, heads,
-head_dim], "positions": [tokens]}``. For each verifier folder and each drafter type
+``python drafter_rotation.py IO.pt OUT VERIFIER... [-- TYPE FLAG...]``: IO.pt holds ``{"q":
+[tokens, heads, head_dim], "positions": [tokens]}``. For each verifier folder and each drafter type
 (tests/drafters.py: the release's own construction path; after ``--``, one type built with
 those 0.8+ training flags), the drafter is saved with
 ``save_pretrained`` under OUT/<verifier name>/<type> (the fixes as the environment switches
@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import drafters  # noqa: E402
-import torch  # noqa: E402
+import drafters
+import torch
 
 
 def trained_rotation(drafter: object, q: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -65,7 +65,9 @@ def main() -> None:
     out = Path(sys.argv[2])
     answers: dict[str, object] = {}
     rest = sys.argv[3:]
-    verifiers, flags = (rest[: rest.index("--")], rest[rest.index("--") + 1 :]) if "--" in rest else (rest, [])
+    verifiers, flags = (
+        (rest[: rest.index("--")], rest[rest.index("--") + 1 :]) if "--" in rest else (rest, [])
+    )
     kinds = flags[:1] or drafters.drafter_types()
     for verifier in map(Path, verifiers):
         for kind in kinds:

@@ -6,8 +6,9 @@ reader (``get_config``, which runs its speculators reader) gives the draft confi
 records whether vLLM treats it as M-RoPE, its per-layer causality (qwen3_dflash's resolver for
 DFlash-family drafters) and the query rotated by the rotary embedding its draft models build
 (``get_rope(head_dim, max_position, is_neox_style=True, rope_parameters)``, as
-``qwen3_dflash.py`` and ``llama_eagle3.py`` do). Written back to IO.pt under ``"answers"``; with ``"image": {"verifier", "tokens", "offset",
-"grid"}`` also ``"image_positions"``, the M-RoPE positions vLLM computes for such a prompt.
+``qwen3_dflash.py`` and ``llama_eagle3.py`` do). Written back to IO.pt under ``"answers"``;
+with ``"image": {"verifier", "tokens", "offset", "grid"}`` also ``"image_positions"``, the
+M-RoPE positions vLLM computes for such a prompt.
 """
 
 from __future__ import annotations
@@ -27,10 +28,7 @@ def causality(config: object) -> list[bool] | None:
         getattr(config, "architectures", "")
     ):
         return None
-    return [
-        qwen3_dflash._dflash_layer_causal(config, i)  # noqa: SLF001 (vLLM's own resolver)
-        for i in range(config.num_hidden_layers)
-    ]
+    return [qwen3_dflash._dflash_layer_causal(config, i) for i in range(config.num_hidden_layers)]
 
 
 def answer(folder: str, q: torch.Tensor, positions: torch.Tensor) -> dict:
@@ -73,7 +71,7 @@ def image_positions(verifier: str, tokens: int, offset: int, grid: list[int]) ->
         data={"image_grid_thw": SimpleNamespace(data=torch.tensor(grid))},
     )
     ids = [0] * tokens
-    positions, _ = Qwen3VLForConditionalGeneration._get_mrope_input_positions(  # noqa: SLF001
+    positions, _ = Qwen3VLForConditionalGeneration._get_mrope_input_positions(
         ids, [feature], config
     )
     return positions

@@ -89,7 +89,9 @@ def _plain_rope_fields(model: Any, layer: Any) -> dict[str, dict[str, Any]]:
         return {}
     kind = type(model).__name__
     served = {f: sd.served_rope(rope) for f, rope in fields.items()}
-    head_dim = int(getattr(layer, "head_dim", None) or layer.hidden_size // layer.num_attention_heads)
+    head_dim = int(
+        getattr(layer, "head_dim", None) or layer.hidden_size // layer.num_attention_heads
+    )
     rope = next(iter(served.values()))
     if not rotates_plainly(getattr(model, "rotary_emb", None), rope, head_dim):
         log.warning(

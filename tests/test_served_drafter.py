@@ -91,12 +91,21 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _cases(served: dict, prefix: str) -> list[tuple[str, dict]]:
+    """(folder, trained answer) of the runs named ``prefix``*, but XPress (vLLM has none)."""
     return [
         (folder, answer)
         for case, answers in served["trained"].items()
         if case.startswith(prefix)
         for folder, answer in answers.items()
+        if Path(folder).name != "xpress"
     ]
+
+
+def test_vllm_has_no_xpress(served: dict) -> None:
+    """XPress (0.9.0) is the one drafter type vLLM 0.32's speculators reader does not know."""
+    unread = {Path(f).name for f, a in served["vllm"].items() if "error" in a}
+    assert unread == {"xpress"}
+    assert all("Expected one of" in a["error"] for a in served["vllm"].values() if "error" in a)
 
 
 def test_vllm_reads_no_m_rope_from_what_we_save(served: dict) -> None:
@@ -131,7 +140,7 @@ def test_pin_upstream_saves_m_rope(served: dict, release: str) -> None:
     fails on the newest release (upstream stops writing it) or vLLM serves M-RoPE drafters."""
     answers = served["trained"][f"off-{release}"]
     assert answers
-    assert all(served["vllm"][folder]["uses_mrope"] for folder in answers)
+    assert all(served["vllm"][f]["uses_mrope"] for f in answers if Path(f).name != "xpress")
     assert any(Path(folder).name in REFUSED_WITH_M_ROPE for folder in answers)
 
 
@@ -143,11 +152,7 @@ def test_vllm_serves_block_layers_as_trained(served: dict) -> None:
     for folder, answer in _cases(served, "on-"):
         if answer["causal"] is None or "on-mixed" in folder:
             continue
-        served_causal = served["vllm"][folder]["causal"]
-        if served_causal is None:  # XPress: vLLM 0.32 has no such model
-            assert Path(folder).name == "xpress"
-            continue
-        assert served_causal == answer["causal"], folder
+        assert served["vllm"][folder]["causal"] == answer["causal"], folder
         checked += 1
     assert checked >= 10
 

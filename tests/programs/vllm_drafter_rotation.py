@@ -6,9 +6,10 @@ reader (``get_config``, which runs its speculators reader) gives the draft confi
 records whether vLLM treats it as M-RoPE, its per-layer causality (qwen3_dflash's resolver for
 DFlash-family drafters) and the query rotated by the rotary embedding its draft models build
 (``get_rope(head_dim, max_position, is_neox_style=True, rope_parameters)``, as
-``qwen3_dflash.py`` and ``llama_eagle3.py`` do). Written back to IO.pt under ``"answers"``;
-with ``"image": {"verifier", "tokens", "offset", "grid"}`` also ``"image_positions"``, the
-M-RoPE positions vLLM computes for such a prompt.
+``qwen3_dflash.py`` and ``llama_eagle3.py`` do). Written back to IO.pt under ``"answers"``
+(``{"error": ...}`` for a folder vLLM cannot read); with ``"image": {"verifier", "tokens",
+"offset", "grid"}`` also ``"image_positions"``, the M-RoPE positions vLLM computes for such a
+prompt.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ def causality(config: object) -> list[bool] | None:
 
 
 def answer(folder: str, q: torch.Tensor, positions: torch.Tensor) -> dict:
-    config = get_config(folder, trust_remote_code=False)
+    try:
+        config = get_config(folder, trust_remote_code=False)
+    except ValueError as exc:  # a speculators type vLLM has no reader for (XPress)
+        return {"error": f"{type(exc).__name__}: {exc}"}
     out: dict = {"uses_mrope": bool(uses_mrope(config)), "causal": causality(config)}
     rope_parameters = dict(getattr(config, "rope_parameters", None) or {})
     out["rope_parameters"] = rope_parameters

@@ -220,7 +220,7 @@ def _attention(check: DrafterCheck, config: dict[str, Any]) -> bool:
     text = ", ".join(f"{i}: {word[c]}" for i, c in enumerate(trained))
     fields = sd.attention_for_serving(config)
     if fields is None:
-        check.problem("attention", f"{sd.attention_mismatch(config)} (trained {text})")
+        check.problem("attention", f"trained {text}: {sd.attention_mismatch(config)}")
     elif fields:
         check.problem(
             "attention",

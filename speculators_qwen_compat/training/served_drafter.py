@@ -114,14 +114,22 @@ def attention_for_serving(config: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def attention_mismatch(config: dict[str, Any]) -> str:
-    """One line saying which layers vLLM would serve otherwise than they trained ("" if none)."""
+    """One line saying which layers vLLM would serve otherwise than they trained, and the
+    training flags that fit ("" if none)."""
     trained, served = trained_causal(config), served_causal(config)
     if trained is None or served is None or attention_for_serving(config) is not None:
         return ""
     word = {True: "causal", False: "bidirectional"}
     layers = [i for i, (t, s) in enumerate(zip(trained, served, strict=True)) if t != s]
+    advice = (
+        "train with --sliding-window-non-causal (every layer bidirectional) or without "
+        "--full-attention-indices (every layer sliding and causal)"
+        if speculator_type(config) in ONE_FLAG
+        else "train without --sliding-window-non-causal (vLLM serves sliding layers causal)"
+    )
     return (
         f"draft layer(s) {', '.join(map(str, layers))} train "
         f"{word[trained[layers[0]]]} within the block but vLLM 0.32 serves this "
-        f"{speculator_type(config)} drafter's layers {word[served[layers[0]]]}"
+        f"{speculator_type(config)} drafter's layers {word[served[layers[0]]]}, so it would "
+        f"draft as another model; {advice}"
     )

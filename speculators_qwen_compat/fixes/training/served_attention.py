@@ -90,9 +90,5 @@ def _run_training(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any
     model = getattr(model, "module", model)  # DistributedDataParallel
     mismatch = sd.attention_mismatch(config_dict(model)) if model is not None else ""
     if mismatch:
-        raise CompatError(
-            f"{mismatch}, so it would draft as another model; train with "
-            "--sliding-window-non-causal (every layer bidirectional) or without "
-            "--full-attention-indices (every layer sliding and causal)"
-        )
+        raise CompatError(mismatch)
     return wrapped(*args, **kwargs)

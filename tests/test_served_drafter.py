@@ -27,8 +27,9 @@ pytestmark = pytest.mark.vllm
 
 RELEASES = tuple(TESTED_RELEASES)
 #: Releases whose trainer writes the verifier's mrope_section into the drafter (0.7: the
-#: git-only script, as tests/drafters.py builds it).
+#: git-only script, as tests/drafters.py builds it); 0.6 writes its partial rotary factor.
 WRITES_M_ROPE = tuple(r for r in RELEASES if Version(r) >= Version("0.7"))
+WRITES_ROPE = tuple(r for r in RELEASES if Version(r) >= Version("0.6"))
 #: vLLM refuses these with M-RoPE (draft models and parallel drafting); EAGLE-3 loads.
 REFUSED_WITH_M_ROPE = ("dflash", "dflash2", "dspark", "peagle")
 #: An image of 8 x 12 patches (4 x 6 after the 2 x 2 merge: 24 tokens) at token 5 of 40.
@@ -62,7 +63,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     q = torch.randn(len(positions), 2, tiny.UNIT.head_dim, generator=gen)
     torch.save({"q": q, "positions": positions}, root / "io.pt")
     trained = {f"on-{r}": _build(root, r, verifiers, f"on-{r}") for r in RELEASES}
-    for release in WRITES_M_ROPE:
+    for release in WRITES_ROPE:
         trained[f"off-{release}"] = _build(root, release, verifiers, f"off-{release}", **FIXES_OFF)
     newest = RELEASES[-1]
     for name, flags in {
@@ -142,6 +143,18 @@ def test_pin_upstream_saves_m_rope(served: dict, release: str) -> None:
     assert answers
     assert all(served["vllm"][f]["uses_mrope"] for f in answers if Path(f).name != "xpress")
     assert any(Path(folder).name in REFUSED_WITH_M_ROPE for folder in answers)
+
+
+def test_pin_upstream_06_saves_a_rotation_vllm_applies_otherwise(served: dict) -> None:
+    """Without the fix, 0.6 saves the verifier's partial_rotary_factor 0.25 (M-RoPE keys
+    dropped): vLLM loads it and rotates a quarter of each head where the drafter trained rotating
+    all of it. Retires with 0.6."""
+    answers = served["trained"]["off-0.6.0.2"]
+    assert answers
+    for folder, answer in answers.items():
+        vllm = served["vllm"][folder]
+        assert not vllm["uses_mrope"] and vllm["rope_parameters"]["partial_rotary_factor"] == 0.25
+        assert (vllm["q_rotated"] - answer["q"]).abs().max().item() > 0.1, folder
 
 
 def test_vllm_serves_block_layers_as_trained(served: dict) -> None:

@@ -11,12 +11,15 @@ position per token. vLLM 0.32 treats any config with ``mrope_section`` as M-RoPE
 DFlash, DFlash2, DSpark and PEAGLE drafters whose config has it ("Speculative Decoding with draft
 models or parallel drafting does not support M-RoPE yet"); EAGLE-3 loads but rotates by M-RoPE.
 
-What it does: when the drafter's rope parameters hold M-RoPE fields and its own rotary embedding,
-run on positions 0..N, computes plain RoPE under the parameters without them (the rotation vLLM
-applies to such a config), the config is saved without them (and without a partial rotary factor
-of 1.0); the model in memory keeps its config. Anything else is saved as upstream does, with one
-warning. Retire when speculators stops writing M-RoPE fields into drafter configs, or vLLM serves
-M-RoPE drafters.
+0.6's script drops the M-RoPE keys but keeps the verifier's ``partial_rotary_factor`` (0.25),
+which its drafters' rotary embedding does not apply (they rotate every channel) and vLLM does.
+
+What it does: when vLLM would rotate otherwise than the drafter's own rotary embedding, run on
+positions 0..N, does, the config is saved with the rope parameters under which vLLM's plain RoPE
+equals it: without the M-RoPE fields (and a partial rotary factor of 1.0), else also without the
+partial rotary factor; the model in memory keeps its config. Anything else is saved as upstream
+does (M-RoPE fields with a warning). Retire when speculators stops writing M-RoPE fields (and
+unused partial rotary factors) into drafter configs, or vLLM serves M-RoPE drafters.
 """
 
 from __future__ import annotations
@@ -77,36 +80,49 @@ def served_rope(model: Any) -> Iterator[None]:
 
 
 def _plain_rope_fields(model: Any, layer: Any) -> dict[str, dict[str, Any]]:
-    """{field: rope parameters to save} for each rope field holding M-RoPE keys, when the
-    model's rotation is plain RoPE under them; {} otherwise."""
-    fields = {
-        f: getattr(layer, f)
-        for f in sd.ROPE_FIELDS
-        if isinstance(getattr(layer, f, None), dict)
-        and any(k in getattr(layer, f) for k in sd.M_ROPE_KEYS)
-    }
+    """{field: rope parameters to save} for each rope field vLLM would read otherwise than the
+    model rotates: M-RoPE keys (vLLM's refusal), or a partial rotary factor the model's rotary
+    embedding does not apply (0.6 keeps the verifier's 0.25; the drafter rotates every channel).
+    The parameters saved are the first candidate under which plain RoPE, as vLLM builds it,
+    equals the model's own rotation; {} when the saved ones already do, or none does."""
+    fields: dict[str, dict[str, Any]] = {}
+    for field in sd.ROPE_FIELDS:  # transformers 5: rope_scaling is rope_parameters' alias
+        rope = getattr(layer, field, None)
+        if isinstance(rope, dict) and not any(rope is seen for seen in fields.values()):
+            fields[field] = rope
     if not fields:
         return {}
     kind = type(model).__name__
-    served = {f: sd.served_rope(rope) for f, rope in fields.items()}
+    rotary = getattr(model, "rotary_emb", None)
     head_dim = int(
         getattr(layer, "head_dim", None) or layer.hidden_size // layer.num_attention_heads
     )
-    rope = next(iter(served.values()))
-    if not rotates_plainly(getattr(model, "rotary_emb", None), rope, head_dim):
+    served: dict[str, dict[str, Any]] = {}
+    for field, rope in fields.items():
+        has_m_rope = any(k in rope for k in sd.M_ROPE_KEYS)
+        if not has_m_rope and rotates_plainly(rotary, rope, head_dim):
+            continue  # vLLM already rotates as the model does
+        plain = sd.served_rope(rope)
+        full = {k: v for k, v in plain.items() if k != "partial_rotary_factor"}
+        chosen = next((c for c in (plain, full) if rotates_plainly(rotary, c, head_dim)), None)
+        if chosen is None:
+            if has_m_rope:
+                log.warning(
+                    "%s: its config has M-RoPE fields but its rotary embedding is not plain RoPE; "
+                    "saved as upstream does (vLLM 0.32 refuses M-RoPE DFlash/PEAGLE drafters)",
+                    kind,
+                )
+            continue
+        served[field] = chosen
+        dropped = sorted(k for k in rope if k not in chosen or chosen[k] != rope[k])
         log.warning(
-            "%s: its config has M-RoPE fields (%s) but its rotary embedding is not plain RoPE; "
-            "saved as upstream does (vLLM 0.32 refuses M-RoPE DFlash/PEAGLE drafters)",
+            "%s: saved without %s in %s (the drafter rotates %s; vLLM would read them otherwise) "
+            "(speculators_qwen_compat fix served_rope)",
             kind,
-            ", ".join(sorted({k for r in fields.values() for k in r if k in sd.M_ROPE_KEYS})),
+            ", ".join(f"{k}={rope[k]}" for k in dropped),
+            field,
+            "every channel, one position per token" if chosen is full else "one position per token",
         )
-        return {}
-    log.warning(
-        "%s: saved without %s (the drafter rotates one position per token; vLLM refuses "
-        "M-RoPE drafters) (speculators_qwen_compat fix served_rope)",
-        kind,
-        ", ".join(sorted({k for r in fields.values() for k in r if k in sd.M_ROPE_KEYS})),
-    )
     return served
 
 

@@ -106,7 +106,7 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _doctor(args: argparse.Namespace, out: TextIO) -> None:
-    if args.drafter:
+    if getattr(args, "drafter", None):
         print_drafter_view(args.drafter, args.model, out)
         return
     if args.rows < 1 or args.seq_length < 1:

@@ -12,14 +12,18 @@ verifier wrote itself against the verifier's greedy tokens (transformers' float3
 2. training, ``--hidden-states-dtype float32`` (bf16 autocast is ~10x slower on CPU);
 3. bench/acceptance_eval.py: targets' agreement, the drafter's top-1 agreement at each
    speculative step, mean accepted length (offline: every position of the held-out text);
-4. bench/acceptance_vllm.py, EAGLE-3 only: vLLM 0.32 on CPU serves the verifier with each
-   drafter as the trainer saved it; vLLM's own counters (it drafts only where its schedule
-   lands: after the accepted tokens and the verifier's correction).
+4. bench/acceptance_vllm.py: vLLM 0.32 on CPU serves the verifier with each drafter as the
+   trainer saved it (``eagle3``, ``dflash``); vLLM's own counters (it drafts only where its
+   schedule lands: after the accepted tokens and the verifier's correction). A folder vLLM
+   refuses (upstream's DFlash keeps the verifier's ``mrope_section``: "does not support M-RoPE
+   yet") is recorded as refused and counted on a copy without the M-RoPE keys (what the
+   served_rope fix saves), so the off/on comparison still shows the verifier_norm fix.
 
 Cases: EAGLE-3 on the dense verifier (``Qwen3_5ForCausalLM``; 0.9.0), DFlash on the MoE verifier
 (``Qwen3_5MoeForCausalLM``; 0.9.0, whose norm-type list lacks ``qwen3_5_moe``, and 0.8.1, which
-builds ``Qwen3RMSNorm``). Prints the table and writes it between the acceptance markers of
-docs/training.md and bench/RESULTS.md. ``--quick`` is a few-minute smoke run of the same steps.
+builds ``Qwen3RMSNorm``) and on the dense one (0.9.0). Prints the table and writes it between
+the acceptance markers of docs/training.md and bench/RESULTS.md. ``--quick`` is a few-minute
+smoke run of the same steps.
 
 The on-policy arm (``ARM``, bench/acceptance_onpolicy.py; ``--cases onpolicy``): the first
 case's drafter, fixes on, trained on the same prompts with the placeholder replies users write
@@ -34,6 +38,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -46,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.append(str(ROOT / "tools"))  # doc_block
+sys.path.append(str(ROOT))  # speculators_qwen_compat.training.served_drafter (pure Python)
 
 import acceptance_onpolicy  # noqa: E402
 import cpu_trainer  # noqa: E402
@@ -83,6 +89,7 @@ CASES = (
     Case("EAGLE-3, dense Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_text", "eagle3", 3, EAGLE3),
     Case("DFlash, MoE Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_moe_text", "dflash", 7, DFLASH),
     Case("DFlash, MoE Qwen3.5, 0.8.1", "0.8.1", "qwen3_5_moe_text", "dflash", 7, DFLASH),
+    Case("DFlash, dense Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_text", "dflash", 7, DFLASH),
 )
 #: the on-policy arm (bench/acceptance_onpolicy.py): the first case's drafter, fixes on
 ARM = Case(
@@ -157,11 +164,11 @@ def train(
     return result
 
 
-def serve(data: Path, drafter: Path | None, steps: int, work: Path) -> dict:
+def serve(data: Path, drafter: Path | None, steps: int, work: Path, method: str = "eagle3") -> dict:
     label = drafter.parent.name if drafter else f"no-speculation-{data.name}"
     command = [str(vllm_server.VLLM_PYTHON), str(ROOT / "bench" / "acceptance_vllm.py"),
                str((data / "verifier").resolve()), str(drafter or "none"),
-               str(data / "heldout_prompts.json"), str(steps)]  # fmt: skip
+               str(data / "heldout_prompts.json"), str(steps), method]  # fmt: skip
     started = time.monotonic()
     # vLLM's engine socket is <scratch>/<uuid4>: a Unix socket path holds 107 bytes, so the
     # scratch folder is a short one of the system's, not one under a checkout of any depth
@@ -173,7 +180,42 @@ def serve(data: Path, drafter: Path | None, steps: int, work: Path) -> dict:
         fail(f"vLLM printed no counters (log {work / 'logs' / f'vllm-{label}.log'})")
     result = json.loads(line[len("ACCEPTANCE ") :])
     result["seconds"] = round(time.monotonic() - started, 1)
+    if "refused" in result:  # the engine's own error line, from its process's log
+        log = (work / "logs" / f"vllm-{label}.log").read_text(errors="replace").splitlines()
+        cause = [x for x in log if "Error: " in x and "Engine core initialization" not in x]
+        result["refused"] = (cause[-1] if cause else result["refused"]).split("] ")[-1].strip()
     return result
+
+
+def without_m_rope(checkpoint: Path) -> Path:
+    """A copy of a saved drafter whose rope parameters lose their M-RoPE keys (the edit the
+    served_rope fix makes when it saves), for counting a drafter vLLM refuses as saved."""
+    from speculators_qwen_compat.training import served_drafter
+
+    copy = checkpoint.parent.parent / f"{checkpoint.parent.name}-without-mrope" / checkpoint.name
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(checkpoint, copy)
+    config = json.loads((copy / "config.json").read_text())
+    layer = config["transformer_layer_config"]
+    for field in served_drafter.ROPE_FIELDS:
+        if isinstance(layer.get(field), dict):
+            layer[field] = served_drafter.served_rope(layer[field])
+    (copy / "config.json").write_text(json.dumps(config, indent=2))
+    return copy
+
+
+def serve_as_saved(data: Path, checkpoint: Path, case: Case, work: Path) -> dict:
+    """vLLM's counters for the folder as saved; if vLLM refuses it, the refusal and the counters
+    of the copy without M-RoPE keys."""
+    method = "eagle3" if case.drafter == "eagle3" else "dflash"
+    result = serve(data, checkpoint, case.steps, work, method)
+    if "refused" not in result:
+        return result
+    counted = serve(data, without_m_rope(checkpoint), case.steps, work, method)
+    if "refused" in counted:
+        fail(f"vLLM refused {checkpoint} without its M-RoPE keys too: {counted['refused']}")
+    counted["refused_as_saved"] = result["refused"]
+    return counted
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -187,6 +229,10 @@ def vllm_figures(served: dict, baseline: dict, continuations: list) -> dict:
     accepted = served.get("num_accepted_tokens", 0)
     per_pos = served.get("num_accepted_tokens_per_pos", [])
     return {
+        "refused_as_saved": served.get("refused_as_saved", ""),
+        "per_pos_counts": per_pos,
+        "drafted": proposed,
+        "accepted": accepted,
         "drafts": drafts,
         "acceptance": accepted / proposed if proposed else 0.0,
         "accepted_per_draft": accepted / drafts if drafts else 0.0,
@@ -249,6 +295,16 @@ def table(results: list[dict]) -> str:
             )
         if f"vllm_{key_off}" in r:
             voff, von = r[f"vllm_{key_off}"], r[f"vllm_{key_on}"]
+            if voff["refused_as_saved"] or von["refused_as_saved"]:
+                lines.append(
+                    "| vLLM loads the folder as the trainer saved it (refused: counted below on a "
+                    "copy without the M-RoPE keys) | "
+                    + " | ".join(
+                        f"no: {v['refused_as_saved']}" if v["refused_as_saved"] else "yes"
+                        for v in (voff, von)
+                    )
+                    + " |"
+                )
             lines += [
                 f"| vLLM acceptance rate (accepted / drafted tokens, {voff['drafts']:,} and "
                 f"{von['drafts']:,} drafts) | {pct(voff['acceptance'])} "
@@ -256,6 +312,12 @@ def table(results: list[dict]) -> str:
                 f"| vLLM mean accepted tokens per draft of {case.steps} (its own mean "
                 f"acceptance length is 1 + this) | {voff['accepted_per_draft']:.3f} "
                 f"| {von['accepted_per_draft']:.3f} |",
+                f"| vLLM drafts, drafted tokens, accepted tokens | {voff['drafts']:,}, "
+                f"{voff['drafted']:,}, {voff['accepted']:,} | {von['drafts']:,}, "
+                f"{von['drafted']:,}, {von['accepted']:,} |",
+                "| vLLM accepted tokens per draft position | "
+                f"{', '.join(map(str, voff['per_pos_counts']))} "
+                f"| {', '.join(map(str, von['per_pos_counts']))} |",
                 f"| vLLM greedy output = without speculation (rows) | {voff['unchanged']}/"
                 f"{voff['rows']} | {von['unchanged']}/{von['rows']} |",
                 f"| the same, tokens before the first difference (mean of {voff['new']}; bf16: "
@@ -309,7 +371,7 @@ def equal_steps(first: dict, heldout: Path, work: Path, size: dict, sources: dic
     print(f"{ARM.name}, {tag}: {json.dumps(shown)}", flush=True)
     if "baseline" in first:
         served = json.loads((heldout / "heldout_prompts.json").read_text())["continuations"]
-        counted = serve(heldout, result[tag]["checkpoint"], ARM.steps, work)
+        counted = serve_as_saved(heldout, result[tag]["checkpoint"], ARM, work)
         result[f"vllm_{placeholder}"] = first[f"vllm_{placeholder}"]
         result[f"vllm_{tag}"] = vllm_figures(counted, first["baseline"], served)
     return result
@@ -318,12 +380,12 @@ def equal_steps(first: dict, heldout: Path, work: Path, size: dict, sources: dic
 def train_and_judge(
     case: Case, data: Path, work: Path, trainers: dict[str, Callable[[], dict]], result: dict
 ) -> dict:
-    """Both trainings side by side (and, for EAGLE-3, vLLM without speculation beside them),
-    then vLLM with each drafter side by side: independent processes."""
-    eagle3 = case.drafter == "eagle3"
+    """Both trainings side by side (and vLLM without speculation beside them), then vLLM with
+    each drafter side by side: independent processes."""
+    served_by_vllm = case.drafter in ("eagle3", "dflash")
     with ThreadPoolExecutor(max_workers=3) as pool:
         runs = {key: pool.submit(trainer) for key, trainer in trainers.items()}
-        baseline = pool.submit(serve, data, None, case.steps, work) if eagle3 else None
+        baseline = pool.submit(serve, data, None, case.steps, work) if served_by_vllm else None
         for key in runs:
             result[key] = runs[key].result()
             shown = {k: v for k, v in result[key].items() if k != "checkpoint"}
@@ -331,7 +393,7 @@ def train_and_judge(
         if baseline is not None:
             result["baseline"] = baseline.result()
             served = json.loads((data / "heldout_prompts.json").read_text())["continuations"]
-            counts = {k: pool.submit(serve, data, result[k]["checkpoint"], case.steps, work)
+            counts = {k: pool.submit(serve_as_saved, data, result[k]["checkpoint"], case, work)
                       for k in runs}  # fmt: skip
             for key in runs:
                 result[f"vllm_{key}"] = vllm_figures(

@@ -2,16 +2,17 @@
 
 Run by the vLLM venv's Python in the environment of tests/vllm_server.py ``vllm_env`` (its
 sitecustomize answers vLLM's version lookup and makes torchvision importable for the Qwen3.5
-model): ``VERIFIER DRAFTER|none PROMPTS STEPS`` prints one JSON object. ``vllm.LLM`` serves the
-verifier in bf16, eager, with ``speculative_config={"method": "eagle3", "model": DRAFTER,
-"num_speculative_tokens": STEPS}`` (the drafter folder exactly as speculators' trainer saved it),
+model): ``VERIFIER DRAFTER|none PROMPTS STEPS [METHOD]`` prints one JSON object. ``vllm.LLM``
+serves the verifier in bf16, eager, with ``speculative_config={"method": METHOD (eagle3 or
+dflash), "model": DRAFTER, "num_speculative_tokens": STEPS}`` (the drafter folder as given),
 or without speculation for ``none``; greedy decoding of the held-out prompts (token ids, no
 detokenisation: the tiny tokenizer does not cover the whole vocabulary), as many new tokens as
 bench/acceptance_data.py's continuations. Counters are vLLM's own totals from
 ``llm.get_metrics()`` (the "SpecDecoding metrics" log line is an interval snapshot):
 ``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``, ``..._num_accepted_tokens``,
 ``..._num_accepted_tokens_per_pos``. The output token ids are printed too, so the caller can
-check that speculation leaves greedy output unchanged.
+check that speculation leaves greedy output unchanged. A drafter vLLM refuses to load prints
+``{"refused": ERROR}`` instead (the engine's own error line is in the log; the caller reads it).
 
 Prefix caching is off: with it and any speculative method the hybrid model takes a Triton path
 (vLLM's ``mamba_utils``), and CPU has no Triton (tests/vllm_server.py).
@@ -39,7 +40,7 @@ def counters(metrics: list) -> dict:
     return out
 
 
-def main(verifier: str, drafter: str, prompts_path: Path, steps: int) -> None:
+def main(verifier: str, drafter: str, prompts_path: Path, steps: int, method: str) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -47,12 +48,16 @@ def main(verifier: str, drafter: str, prompts_path: Path, steps: int) -> None:
     new_tokens = len(served["continuations"][0])
     speculative = None
     if drafter != "none":
-        speculative = {"method": "eagle3", "model": drafter, "num_speculative_tokens": steps}
-    llm = LLM(
-        model=verifier, enforce_eager=True, dtype="bfloat16", max_model_len=512,
-        disable_log_stats=False, enable_prefix_caching=False, seed=0,
-        speculative_config=speculative,
-    )  # fmt: skip
+        speculative = {"method": method, "model": drafter, "num_speculative_tokens": steps}
+    try:
+        llm = LLM(
+            model=verifier, enforce_eager=True, dtype="bfloat16", max_model_len=512,
+            disable_log_stats=False, enable_prefix_caching=False, seed=0,
+            speculative_config=speculative,
+        )  # fmt: skip
+    except Exception as exc:  # a drafter vLLM will not load: a result, not a fault of the bench
+        print("ACCEPTANCE " + json.dumps({"refused": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return
     params = SamplingParams(
         temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False
     )
@@ -64,4 +69,5 @@ def main(verifier: str, drafter: str, prompts_path: Path, steps: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
+    method = sys.argv[5] if len(sys.argv) > 5 else "eagle3"
+    main(sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), method)

@@ -4,7 +4,8 @@
 own ``TrainConfig`` (the path ``python -m speculators.train`` takes). <= 0.7: the trainer is the
 git-only ``scripts/train.py``, which derives a ``LlamaConfig`` (EAGLE-3 family) or
 ``Qwen3Config`` (DFlash family) from the verifier's text config and calls the registered model
-class's ``from_training_args``; the same model classes are called here with that recipe.
+class's ``from_training_args``; the same model classes are called here with that recipe, the
+rope parameters carried over as each script does (``script_rope``).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ def uses_cli() -> bool:
     return True
 
 
-def build_drafter(verifier: Path, speculator_type: str, save_path: Path) -> Any:
+def build_drafter(verifier: Path, speculator_type: str, save_path: Path, *extra: str) -> Any:
+    """``extra``: more of 0.8+'s training flags (not read by the <= 0.7 recipe)."""
     if uses_cli():
-        return _build_with_cli(verifier, speculator_type, save_path)
+        return _build_with_cli(verifier, speculator_type, save_path, *extra)
     return _build_like_script(verifier, speculator_type)
 
 
@@ -55,13 +57,41 @@ def cli_args(verifier: Path, speculator_type: str, save_path: Path, *extra: str)
     return argparse.Namespace(**TrainConfig.resolve(argv).flatten())
 
 
-def _build_with_cli(verifier: Path, speculator_type: str, save_path: Path) -> Any:
+def _build_with_cli(verifier: Path, speculator_type: str, save_path: Path, *extra: str) -> Any:
     from speculators.model import SpeculatorModel
     from speculators.train.cli import build_draft_model, parse_vocab_mappings
 
-    args = cli_args(verifier, speculator_type, save_path)
+    args = cli_args(verifier, speculator_type, save_path, *extra)
     d2t, t2d, vocab = parse_vocab_mappings(args)
     return build_draft_model(args, SpeculatorModel.registry[speculator_type], t2d, d2t, vocab)
+
+
+def script_rope(text: Any) -> dict[str, Any] | None:
+    """The drafter's rope parameters as the git-only ``scripts/train.py`` derives them (read at
+    tags v0.6.0 and v0.7.0): 0.5 copies none (the decoder config's defaults); 0.6 copies the
+    verifier's and drops the M-RoPE keys (keeping ``partial_rotary_factor``); 0.7 rescales
+    ``mrope_section`` to the full head (``partial_rotary_factor`` 1.0) and keeps it, as 0.8+'s
+    ``train/cli.py`` does."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    release = Version(version("speculators"))
+    rope = dict(getattr(text, "rope_parameters", None) or {})
+    if release < Version("0.6") or not rope:
+        return None
+    rope.pop("type", None)
+    rope.pop("mrope_interleaved", None)
+    if release < Version("0.7"):
+        rope.pop("mrope_section", None)
+        return rope
+    partial = float(rope.get("partial_rotary_factor", 1.0))
+    if "mrope_section" in rope and partial < 1.0:
+        rope["mrope_section"] = [int(x) * round(1 / partial) for x in rope["mrope_section"]]
+        rope["partial_rotary_factor"] = 1.0
+    if "mrope_section" not in rope:
+        rope.pop("partial_rotary_factor", None)
+    return rope
 
 
 def _build_like_script(verifier: Path, speculator_type: str) -> Any:
@@ -83,6 +113,9 @@ def _build_like_script(verifier: Path, speculator_type: str) -> Any:
         rms_norm_eps=text.rms_norm_eps,
         head_dim=text.head_dim,
     )
+    rope = script_rope(text)
+    if rope is not None:
+        layer_config.rope_parameters = rope
     layer_config._attn_implementation = "sdpa"
     return SpeculatorModel.registry[speculator_type].from_training_args(
         verifier_config=layer_config,

@@ -380,3 +380,51 @@ def test_doctor_training_view(fixes_on: None, checkpoints: dict, kind: str) -> N
     assert view["mask token"].split()[0] == "1210", view
     if MASK_TOKEN_RELEASE and kind != "llama":
         assert "fixed by mask_token" in view["mask token"]
+
+
+# --- served_attention: a drafter vLLM would serve otherwise than it trains -----------------
+
+
+@pytest.mark.skipif(Version("0.8") > RELEASE, reason="--full-attention-indices is 0.8+'s CLI")
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_mixed_drafter_refused_at_train_time(
+    checkpoints: dict, tmp_path: Path, switch: str
+) -> None:
+    """A DFlash drafter with a full-attention layer beside causal sliding ones (vLLM 0.32
+    serves every layer with one causal flag): with the fixes, upstream's Trainer refuses to
+    start in one line naming the flags that fit; without, it starts (its first step then reads
+    the loader)."""
+    from cpu_trainer import on_cpu
+    from speculators.train.trainer import Trainer, TrainerConfig
+
+    from speculators_qwen_compat.core.errors import CompatError
+
+    (compat.install if switch == "on" else compat.uninstall)()
+    flags = ("--num-layers", "2", "--full-attention-indices", "1")
+    drafter = drafters.build_drafter(checkpoints["qwen35"], "dflash", tmp_path / "run", *flags)
+    config = TrainerConfig(lr=1e-3, num_epochs=1, save_path=str(tmp_path / "ckpt"),
+                           train_call_kwargs={}, max_steps=1, scheduler_type="none")  # fmt: skip
+
+    class NoBatches:  # read only once training starts
+        def __getattr__(self, name: str) -> Any:
+            raise LookupError(f"training started: it read the loader's {name}")
+
+        def __iter__(self) -> Any:
+            raise LookupError("training started: it iterated the loader")
+
+        def __len__(self) -> int:
+            return 1
+
+    try:
+        with on_cpu():
+            trainer = Trainer(drafter, config, NoBatches(), None)  # type: ignore[arg-type]
+            expected = CompatError if switch == "on" else LookupError
+            with pytest.raises(expected) as raised:
+                trainer.run_training()
+    finally:
+        compat.install()
+    if switch == "on":
+        message = str(raised.value)
+        assert "\n" not in message
+        assert "draft layer(s) 1 train bidirectional within the block" in message
+        assert "--sliding-window-non-causal" in message

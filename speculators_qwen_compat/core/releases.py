@@ -58,7 +58,14 @@ _EVERYWHERE = {
 # Training fixes. verifier_norm: EAGLE-3 builds an x*w verifier_norm in every release (DFlash in
 # 0.6-0.8.1, and in 0.9.0 for qwen3_5_moe; 0.9.0 DFlash for dense qwen3_5 is left as it is).
 # mask_token: 0.6.0.2-0.9.0 resolve the mask token through AutoProcessor, 0.5.0 AutoTokenizer.
-_TRAINING = {"verifier_norm": APPLIED, "mask_token": APPLIED}
+# served_rope, served_attention: on every release's save path (each acts only on a config that
+# needs it: M-RoPE fields in the rope parameters, block layers vLLM would serve otherwise).
+_TRAINING = {
+    "verifier_norm": APPLIED,
+    "mask_token": APPLIED,
+    "served_rope": APPLIED,
+    "served_attention": APPLIED,
+}
 
 TESTED_RELEASES: dict[str, Release] = {
     r.version: r

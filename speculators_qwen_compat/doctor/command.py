@@ -1,4 +1,5 @@
-"""``python -m speculators_qwen_compat doctor --model M [--data FILE] [--rows N] [--endpoint URL]``.
+"""``python -m speculators_qwen_compat doctor --model M [--data FILE] [--rows N] [--endpoint URL]``
+or ``doctor --model M --drafter DIR``.
 
 Tells, before a long prepare_data run, what the target's chat template demands (probe renders,
 template_profile.py), how the installed speculators release will build loss masks for it
@@ -7,7 +8,9 @@ what the first N rows would give: skip counts by the reasons the run would repor
 data-quality warnings (placeholder or boilerplate replies, prompt-only rows, duplicates:
 data/quality.py) and one conversation with its trainable text marked (dry_run.py);
 with ``--endpoint URL``, whether that hidden-states server serves the model training will name
-and extracts the layers training will ask for (endpoint.py).
+and extracts the layers training will ask for (endpoint.py); with ``--drafter DIR`` (alone),
+whether vLLM will load that drafter and serve it as trained, and its serve line
+(drafter_view.py).
 Writes nothing. A fatal problem prints ``speculators_qwen_compat: error: ...`` and exits 1.
 It reads the template through the model's tokenizer (AutoTokenizer, no remote code).
 """
@@ -28,6 +31,7 @@ from speculators_qwen_compat.data import media_paths
 from speculators_qwen_compat.data.media import choose_processor_kwargs
 from speculators_qwen_compat.data.quality import LABELS
 from speculators_qwen_compat.doctor import media_endpoint
+from speculators_qwen_compat.doctor.drafter_view import print_drafter_view
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
 from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, detect_strategy
@@ -90,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="as training will pass them (default: upstream's [2, n/2, n-3])",
     )
+    parser.add_argument(
+        "--drafter",
+        default=None,
+        help="a drafter folder as training saved it: will vLLM load it and serve it as trained "
+        "for --model, and the vllm serve line (only this check runs)",
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of a fatal error")
 
 
@@ -107,6 +117,9 @@ def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _doctor(args: argparse.Namespace, out: TextIO) -> None:
+    if getattr(args, "drafter", None):
+        print_drafter_view(args.drafter, args.model, out)
+        return
     if args.rows < 1 or args.seq_length < 1 or args.num_preprocessing_workers < 1:
         raise CompatError("--rows, --seq-length and --num-preprocessing-workers must be positive")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

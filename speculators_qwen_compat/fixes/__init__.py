@@ -18,6 +18,8 @@ from speculators_qwen_compat.fixes.regenerate.regen_run import RegenRunFix
 from speculators_qwen_compat.fixes.regenerate.regen_turns import RegenTurnsFix
 from speculators_qwen_compat.fixes.training.mask_token import MaskTokenFix
 from speculators_qwen_compat.fixes.training.sample_drops import SampleDropsFix
+from speculators_qwen_compat.fixes.training.served_attention import ServedAttentionFix
+from speculators_qwen_compat.fixes.training.served_rope import ServedRopeFix
 from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
 
 ALL_FIXES = (
@@ -39,6 +41,8 @@ ALL_FIXES = (
     VerifierNormFix,
     MaskTokenFix,
     SampleDropsFix,
+    ServedRopeFix,  # both wrap save_pretrained: the config is set while upstream writes it
+    ServedAttentionFix,
 )
 
 __all__ = ["ALL_FIXES"]

@@ -47,7 +47,8 @@ STEP = re.compile(r"^<!-- path: ([\w-]+) -->\n```\w*\n(.*?)^```", re.DOTALL | re
 #: The steps of the README's path, in its order.
 STEPS = (
     "install", "status", "doctor", "regenerate", "prepare", "serve-target", "doctor-endpoint",
-    "generate", "train-eagle3", "train-dflash", "train-online", "serve-drafter", "acceptance",
+    "generate", "train-eagle3", "train-dflash", "train-online", "serve-drafter", "serve-dflash",
+    "acceptance",
 )  # fmt: skip
 #: The user's values the README uses, and the sizes it gives (a flag's value).
 USER_MODEL = "Qwen/Qwen3.6-27B"

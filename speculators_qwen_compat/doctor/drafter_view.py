@@ -1,0 +1,250 @@
+"""``doctor --drafter DIR --model VERIFIER``: will vLLM 0.32 load the drafter, serve it as trained?
+
+Reads the drafter folder (config.json, the weights' tensor names) and the verifier's config, and
+checks what vLLM's speculators reader and draft models read (training/served_drafter.py; facts in
+docs/upstream.md "Serving a drafter in vLLM"): the method, the target layer ids against the
+verifier's layers, the mask token, the block size against ``num_speculative_tokens``, the
+vocabulary mapping, the hidden size, rope (M-RoPE fields vLLM refuses) and the causality of
+each draft layer. Ends with the ``vllm serve`` line; each problem found is one line of the fatal
+error (exit 1), after the report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.training import served_drafter as sd
+
+#: speculators type -> the speculative config vLLM 0.32 derives from it (``configs/speculators/
+#: base.py``: PEAGLE is EAGLE-3 with parallel drafting; DFlash2 runs as DFlash).
+VLLM_METHOD: dict[str, dict[str, Any]] = {
+    "eagle3": {"method": "eagle3"},
+    "peagle": {"method": "eagle3", "parallel_drafting": True},
+    "dflash": {"method": "dflash"},
+    "dflash2": {"method": "dflash"},
+    "dspark": {"method": "dspark"},
+}
+PARALLEL = ("peagle", "dflash", "dflash2", "dspark")
+MAPPING_KEYS = ("d2t", "t2d")
+
+
+@dataclass
+class DrafterCheck:
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    serve: str = ""
+
+    def say(self, label: str, text: str) -> None:
+        self.lines.append((label, text))
+
+    def problem(self, label: str, text: str) -> None:
+        self.lines.append((label, f"PROBLEM: {text}"))
+        self.problems.append(text)
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CompatError(f"{what}: no {path}") from None
+    except (OSError, ValueError) as exc:
+        raise CompatError(f"{what}: cannot read {path} ({reason_of(exc)})") from None
+
+
+def verifier_text_config(model: str) -> dict[str, Any]:
+    """The verifier's text config as a dict (``text_config`` of a composite config)."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        config = read_json(folder / "config.json", f"--model {model}")
+    else:
+        try:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(model).to_dict()
+        except Exception as exc:
+            raise CompatError(
+                f"--model {model}: cannot read its config ({reason_of(exc)})"
+            ) from None
+    return config.get("text_config") or config
+
+
+def weight_names(folder: Path) -> set[str]:
+    """Tensor names of the drafter's safetensors files (headers only)."""
+    names: set[str] = set()
+    for path in sorted(folder.glob("*.safetensors")):
+        with path.open("rb") as handle:
+            size = int.from_bytes(handle.read(8), "little")
+            header = json.loads(handle.read(size))
+        names.update(k for k in header if k != "__metadata__")
+    return names
+
+
+def check_drafter(drafter: str, model: str) -> DrafterCheck:
+    folder = Path(drafter).expanduser()
+    config = read_json(folder / "config.json", f"--drafter {drafter}")
+    verifier = verifier_text_config(model)
+    check = DrafterCheck()
+    kind = sd.speculator_type(config)
+    if kind not in VLLM_METHOD:
+        check.problem(
+            "type", f"{kind or 'no speculators_model_type'}: vLLM 0.32 has no such drafter"
+        )
+        return check
+    check.say("type", f"{kind} (vLLM method {VLLM_METHOD[kind]['method']})")
+    _layers(check, config, verifier)
+    _hidden_and_vocab(check, config, verifier, weight_names(folder))
+    tokens = _block(check, config, verifier, kind)
+    _rope(check, config, kind)
+    v2 = _attention(check, config)
+    recorded = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+    if recorded and recorded != model:
+        check.say("verifier recorded", f"{recorded} (vLLM uses the served --model, {model})")
+    spec = {**VLLM_METHOD[kind], "model": str(drafter), "num_speculative_tokens": tokens}
+    prefix = "VLLM_USE_V2_MODEL_RUNNER=1 " if v2 else ""
+    check.serve = f"{prefix}vllm serve {model} --speculative-config '{json.dumps(spec)}'"
+    return check
+
+
+def _layer_ids(config: dict[str, Any]) -> list[int]:
+    for key in ("aux_hidden_state_layer_ids", "eagle_aux_hidden_state_layer_ids"):
+        if config.get(key):
+            return [int(i) for i in config[key]]
+    return []
+
+
+def _layers(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]) -> None:
+    layers = int(verifier.get("num_hidden_layers") or 0)
+    ids = _layer_ids(config)
+    if not ids:
+        check.say("target layer ids", "none recorded (vLLM picks its default layers)")
+        return
+    # Both sides count 0 = the embeddings and L = the input of decoder layer L (the output of
+    # the last layer at L = num_hidden_layers).
+    outside = [i for i in ids if not 0 <= i <= layers]
+    text = f"{ids} of the verifier's 0-{layers} (0 = embeddings; vLLM keeps them as saved)"
+    if outside:
+        check.problem("target layer ids", f"{outside} outside the verifier's 0-{layers}: {text}")
+    else:
+        check.say("target layer ids", text)
+
+
+def _hidden_and_vocab(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any],
+                      weights: set[str]) -> None:  # fmt: skip
+    layer = sd.layer_config(config)
+    hidden = config.get("target_hidden_size") or layer.get("hidden_size")
+    if hidden != verifier.get("hidden_size"):
+        check.problem("hidden size", f"{hidden}, the verifier's is {verifier.get('hidden_size')}")
+    vocab = int(verifier.get("vocab_size") or 0)
+    draft = int(config.get("draft_vocab_size") or layer.get("vocab_size") or 0)
+    have = [k for k in MAPPING_KEYS if k in weights]
+    if draft > vocab:
+        check.problem("vocabulary", f"draft {draft} tokens, more than the verifier's {vocab}")
+    elif draft < vocab and "d2t" not in have:
+        check.problem(
+            "vocabulary", f"draft {draft} of the verifier's {vocab} tokens but no d2t mapping saved"
+        )
+    elif draft < vocab:
+        check.say("vocabulary", f"draft {draft} of {vocab} tokens, mapping {'/'.join(have)} saved")
+    else:
+        check.say("vocabulary", f"the verifier's {vocab} tokens (no mapping needed)")
+
+
+def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any],
+           kind: str) -> int:  # fmt: skip
+    """The number of speculative tokens to serve with (and the mask token's check)."""
+    methods = (config.get("speculators_config") or {}).get("proposal_methods") or [{}]
+    saved = int(methods[0].get("speculative_tokens") or 3)
+    if kind not in PARALLEL:
+        check.say("speculative tokens", f"{saved} (saved; any number works for {kind})")
+        return saved
+    mask = config.get("mask_token_id")
+    vocab = int(verifier.get("vocab_size") or 0)
+    if mask is None:
+        check.problem(
+            "mask token", "none saved (vLLM requires mask_token_id for parallel drafting)"
+        )
+    elif not 0 <= int(mask) < vocab:
+        check.problem("mask token", f"{mask}, outside the verifier's vocabulary of {vocab}")
+    else:
+        check.say("mask token", f"{mask} (within the verifier's vocabulary of {vocab})")
+    block = config.get("block_size")
+    if not block:
+        return saved
+    anchor = bool(config.get("sample_from_anchor", False))
+    tokens = int(block) if anchor else int(block) - 1
+    check.say(
+        "block size",
+        f"{block}: num_speculative_tokens {tokens} (the block "
+        + ("including" if anchor else "after")
+        + " its anchor, as trained; more drafts than that the drafter never learned)",
+    )
+    return tokens
+
+
+def _rope(check: DrafterCheck, config: dict[str, Any], kind: str) -> None:
+    fields = sd.m_rope_fields(config)
+    rope = next(
+        (sd.layer_config(config).get(f) for f in sd.ROPE_FIELDS if sd.layer_config(config).get(f)),
+        {},
+    )
+    if not fields:
+        theta = rope.get("rope_theta", "default")
+        dim = sd.rotary_dim(rope or {}, sd.head_dim_of(config))
+        check.say("rope", f"plain RoPE, theta {theta}, {dim} of {sd.head_dim_of(config)} channels")
+        return
+    keys = ", ".join(sorted(fields))
+    if kind in PARALLEL:
+        check.problem(
+            "rope",
+            f'{keys} in the config: vLLM 0.32 refuses it ("does not support M-RoPE yet"); '
+            "save with the fixes on (fix served_rope) or remove those keys from config.json",
+        )
+    else:
+        check.problem(
+            "rope",
+            f"{keys} in the config: vLLM rotates this drafter by M-RoPE, which it never trained "
+            "with; save with the fixes on (fix served_rope)",
+        )
+
+
+def _attention(check: DrafterCheck, config: dict[str, Any]) -> bool:
+    """Checks each draft layer's causality; True when vLLM needs its V2 runner."""
+    trained, served = sd.trained_causal(config), sd.served_causal(config)
+    if trained is None or served is None:
+        return False
+    word = {True: "causal", False: "bidirectional"}
+    text = ", ".join(f"{i}: {word[c]}" for i, c in enumerate(trained))
+    fields = sd.attention_for_serving(config)
+    if fields is None:
+        check.problem("attention", f"trained {text}: {sd.attention_mismatch(config)}")
+    elif fields:
+        check.problem(
+            "attention",
+            "every layer trained bidirectional but vLLM serves them causal: set "
+            "sliding_window_non_causal true in config.json (fix served_attention does on save)",
+        )
+    else:
+        check.say("attention", f"served as trained ({text})")
+    types = sd.layer_types(config)
+    mixed = 0 < types.count(sd.SLIDING) < len(types)
+    if mixed:
+        check.say("runner", "mixed sliding/full layers: vLLM 0.32 needs VLLM_USE_V2_MODEL_RUNNER=1")
+    return mixed
+
+
+def print_drafter_view(drafter: str, model: str, out: TextIO) -> None:
+    check = check_drafter(drafter, model)
+    print(f"drafter: {drafter} for {model} (vLLM 0.32):", file=out)
+    for label, text in check.lines:
+        print(f"  {label + ':':<24}{text}", file=out)
+    if check.serve:
+        print("serve it:", file=out)
+        print(f"  {check.serve}", file=out)
+    if check.problems:
+        raise CompatError(
+            f"vLLM would not serve {drafter} as trained: " + "; ".join(check.problems)
+        )

@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from speculators_qwen_compat.core.registry import FixStatus
+    from speculators_qwen_compat.core.fix import FixStatus
 
 __version__ = "0.1.0"
 __all__ = ["FixStatus", "__version__", "install", "installed", "status", "uninstall"]
@@ -35,7 +35,7 @@ def __getattr__(name: str) -> object:
     # The .pth imports this package in every interpreter: activation (logging, threading,
     # dataclasses) is imported on first use, not then.
     if name == "FixStatus":
-        from speculators_qwen_compat.core.registry import FixStatus
+        from speculators_qwen_compat.core.fix import FixStatus
 
         return FixStatus
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -74,21 +74,24 @@ def status(resolve: bool = True) -> list[FixStatus]:
     reported not-needed.
     """
     from speculators_qwen_compat.core import startup
-    from speculators_qwen_compat.core.registry import FAILED, NOT_NEEDED, PENDING, registry
+    from speculators_qwen_compat.core.fix import FixState
+    from speculators_qwen_compat.core.registry import registry
 
     reg = registry()
     if not reg.active and startup.activation_error:
         reason = f"activation failed: {startup.activation_error}"
-        return [reg.status_of(fix, FAILED, reason) for fix in reg.fixes]
+        return [reg.status_of(fix, FixState.FAILED, reason) for fix in reg.fixes]
     if resolve and reg.active:
         for fix in reg.fixes:
-            if fix.name in reg.states and reg.states[fix.name].state == PENDING:
+            if fix.name in reg.states and reg.states[fix.name].state == FixState.PENDING:
                 _import_target(fix.modules[0])
     out = []
     for fix in reg.fixes:
-        state = reg.states.get(fix.name) or reg.status_of(fix, "inactive", "install() not called")
-        if resolve and state.state == PENDING:
-            state = reg.status_of(fix, NOT_NEEDED, f"this release has no {fix.modules[0]}")
+        state = reg.states.get(fix.name) or reg.status_of(
+            fix, FixState.INACTIVE, "install() not called"
+        )
+        if resolve and state.state == FixState.PENDING:
+            state = reg.status_of(fix, FixState.NOT_NEEDED, f"this release has no {fix.modules[0]}")
         out.append(state)
     return out
 

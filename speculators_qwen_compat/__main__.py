@@ -48,10 +48,10 @@ def status_report() -> dict[str, Any]:
 
 def _with_release(patch: dict[str, Any], release: str) -> dict[str, Any]:
     """A fix's status plus whether this release is inside the releases it was tested on."""
-    from speculators_qwen_compat.core.targets import Span
+    from speculators_qwen_compat.core.targets import ReleaseRange
 
     tested = patch.get("tested") or ""
-    inside = bool(tested) and release in Span.parse(tested)
+    inside = bool(tested) and release in ReleaseRange.parse(tested)
     return {**patch, "this_release": "inside" if inside else "outside"}
 
 

@@ -12,7 +12,7 @@ import wrapt
 from conftest import FIXES_OFF, RELEASE, run_program
 
 import speculators_qwen_compat as compat
-from speculators_qwen_compat.core.fix import APPLIED, DISABLED, FAILED
+from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 from speculators_qwen_compat.core.startup import ENV_SWITCH
 
@@ -26,7 +26,7 @@ def _layers(func: object) -> int:
 
 
 #: 0.6+: messages_json hands each batch to datasets, outside the two that read and guard it.
-_TYPED = TESTED_RELEASES[str(RELEASE)].fixes.get("messages_json") == APPLIED
+_TYPED = TESTED_RELEASES[str(RELEASE)].fixes.get("messages_json") == FixState.APPLIED
 
 
 def _stack(func: object) -> list[str]:
@@ -135,12 +135,12 @@ def test_switched_off_venv_wide_leaves_upstream_untouched() -> None:
 def test_single_fixes_switched_off_by_name() -> None:
     result = run_program("fix_states", **{ENV_SWITCH: "off:row_guard,run_report"})
     states = json.loads(result.stdout.strip().splitlines()[-1])
-    assert states["row_guard"] == states["run_report"] == DISABLED
-    assert states["conversations"] == APPLIED
+    assert states["row_guard"] == states["run_report"] == FixState.DISABLED
+    assert states["conversations"] == FixState.APPLIED
 
 
 @pytest.mark.pure  # a stand-in module and a registry of its own: no release involved
 def test_a_fix_that_cannot_apply_never_breaks_the_import() -> None:
     result = run_program("cannot_apply", **FIXES_OFF)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["original", FAILED, FAILED, "original"]
+    assert result.stdout.split() == ["original", FixState.FAILED, FixState.FAILED, "original"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from speculators_qwen_compat.core.fix import APPLIED
+from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 from speculators_qwen_compat.fixes import ALL_FIXES
 
@@ -29,7 +29,7 @@ def test_each_fix_applies_on_the_releases_it_declares() -> None:
     tested releases inside the span."""
     for fix in ALL_FIXES:
         assert fix.applies_on is not None, fix.name
-        applied = {v for v, r in TESTED_RELEASES.items() if r.fixes[fix.name] == APPLIED}
+        applied = {v for v, r in TESTED_RELEASES.items() if r.fixes[fix.name] == FixState.APPLIED}
         inside = {v for v in TESTED_RELEASES if v in fix.applies_on}
         assert applied == inside, (fix.name, str(fix.applies_on))
 

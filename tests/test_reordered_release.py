@@ -13,7 +13,7 @@ import pytest
 from conftest import good_rows, read_report, rejected_rows, run_prepare, write_dataset
 from simulated_release import first_on_path, make_site
 
-from speculators_qwen_compat.core.fix import APPLIED, NOT_APPLICABLE
+from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
 
 SIMULATED = "0.99.1"
@@ -78,9 +78,9 @@ def test_reordered_parameters_never_give_wrong_values(
     report = read_report(output)
     assert report["speculators"] == SIMULATED  # the reordered copy ran
     states = {fix["name"]: fix for fix in report["fixes"]}
-    if states["row_guard"]["state"] == NOT_APPLICABLE:
+    if states["row_guard"]["state"] == FixState.NOT_APPLICABLE:
         return  # refusing is allowed; reading the wrong argument is not
-    assert states["row_guard"]["state"] == APPLIED
+    assert states["row_guard"]["state"] == FixState.APPLIED
     assert report["conversations_in"] == len(good) + len(rejected)
     assert report["rows_out"] > 0
     expected: dict[str, list[str]] = {}

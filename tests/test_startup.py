@@ -16,7 +16,7 @@ import pytest
 from conftest import run_program
 
 import speculators_qwen_compat
-from speculators_qwen_compat.core.fix import DISABLED, FAILED
+from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.core.startup import ENV_SWITCH, PREFIX, parse_switch
 
 #: Release-independent: the .pth and the switch are read before speculators is imported (the
@@ -68,7 +68,7 @@ def test_without_wrapt_one_line_and_status_says_why(tmp_path: Path) -> None:
     assert lines[0].startswith(f"{PREFIX}warning: fixes not active: wrapt is not installed")
     report = json.loads(result.stdout)
     assert report["activation"].startswith("failed: wrapt is not installed")
-    assert report["patches"] and {p["state"] for p in report["patches"]} == {FAILED}
+    assert report["patches"] and {p["state"] for p in report["patches"]} == {FixState.FAILED}
     assert all("activation failed: wrapt" in p["reason"] for p in report["patches"])
 
 
@@ -107,7 +107,7 @@ def test_switch_in_a_fresh_interpreter(value: str, disabled: set[str], message: 
     result = run_program("fix_states", "--settled", **{ENV_SWITCH: value})
     assert result.returncode == 0, result.stderr
     states = json.loads(result.stdout)
-    assert {name for name, state in states.items() if state == DISABLED} == disabled
+    assert {name for name, state in states.items() if state == FixState.DISABLED} == disabled
     assert "inactive" not in states.values()
     if message is None:
         assert result.stderr == ""

@@ -12,7 +12,7 @@ import pytest
 from conftest import PACKAGE_MAIN, good_rows, prepare_args, read_report, run_batch, write_dataset
 from simulated_release import first_on_path, make_site
 
-from speculators_qwen_compat.core.fix import APPLIED, FAILED, NOT_APPLICABLE
+from speculators_qwen_compat.core.fix import FixState
 
 SIMULATED = "0.99.0"
 RENAMED = "_normalize_conversation"
@@ -53,11 +53,11 @@ def test_status_on_an_unknown_release(runs: dict[str, Any]) -> None:
     assert report["speculators"] == SIMULATED
     assert report["tested"] is False
     states = {p["name"]: p for p in report["patches"]}
-    assert states["conversations"]["state"] == NOT_APPLICABLE
+    assert states["conversations"]["state"] == FixState.NOT_APPLICABLE
     assert RENAMED in states["conversations"]["reason"]
-    assert states["row_guard"]["state"] == APPLIED
-    assert states["run_report"]["state"] == APPLIED
-    assert FAILED not in {p["state"] for p in report["patches"]}
+    assert states["row_guard"]["state"] == FixState.APPLIED
+    assert states["run_report"]["state"] == FixState.APPLIED
+    assert FixState.FAILED not in {p["state"] for p in report["patches"]}
 
 
 def test_prepare_data_still_works_on_an_unknown_release(runs: dict[str, Any]) -> None:
@@ -67,4 +67,4 @@ def test_prepare_data_still_works_on_an_unknown_release(runs: dict[str, Any]) ->
     assert report["speculators"] == SIMULATED
     assert report["rows_out"] > 0
     states = {fix["name"]: fix["state"] for fix in report["fixes"]}
-    assert states["conversations"] == NOT_APPLICABLE  # the copy ran, not the installed one
+    assert states["conversations"] == FixState.NOT_APPLICABLE  # the copy ran, not the installed one

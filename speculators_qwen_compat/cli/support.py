@@ -19,8 +19,8 @@ from types import ModuleType
 
 from speculators_qwen_compat import install
 from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, reason_of
-from speculators_qwen_compat.core.registry import ENV_SWITCH, registry
-from speculators_qwen_compat.core.startup import switch_value, switched_off_by_env
+from speculators_qwen_compat.core.registry import registry
+from speculators_qwen_compat.core.startup import ENV_SWITCH, switch_value, switched_off_by_env
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 
 #: Every log line of ours is under this logger; nothing of ours configures the root logger.

@@ -1,44 +1,50 @@
-"""What a fix is: its states, its shape-check verdict (``Fits``), the journal that records every
-attribute it replaces (``Patcher``), and the ``Fix`` base class every module under ``fixes/``
-subclasses: a declaration (targets, shapes, the releases it applies on; targets.py) and an
-``apply`` that receives what the shape check resolved. The registry (registry.py) imports this
-module; this module imports nothing of ours at run time, so nothing imports in a circle."""
+"""What a fix is: its state (``FixState``), its shape-check verdict (``Verdict``), the journal
+of every attribute it replaces (``Patcher``) and the ``Fix`` base class each module under
+``fixes/`` subclasses (targets, shapes, releases; then ``apply``). Imports nothing of ours at
+run time, so nothing imports in a circle."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from speculators_qwen_compat.core.targets import Found, Shape, Span
-
-APPLIED = "applied"
-NOT_NEEDED = "not-needed"
-NOT_APPLICABLE = "not-applicable"
-DISABLED = "disabled"
-FAILED = "failed"
-PENDING = "pending"  # installed, target module not imported yet
+    from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape
 
 
-class Fits:
-    """What a fix's shape check says about the installed release."""
+class FixState(StrEnum):
+    """Where a fix stands in this interpreter; the values are what ``status`` prints and the
+    run report records."""
 
-    def __init__(self, state: str, reason: str) -> None:
-        self.state = state
-        self.reason = reason
-
-
-def applies(reason: str) -> Fits:
-    return Fits(APPLIED, reason)
-
-
-def not_needed(reason: str) -> Fits:
-    return Fits(NOT_NEEDED, reason)
+    APPLIED = "applied"
+    NOT_NEEDED = "not-needed"  # this release lacks the problem
+    NOT_APPLICABLE = "not-applicable"  # upstream's shape is one the fix does not know
+    DISABLED = "disabled"  # switched off by the user
+    FAILED = "failed"  # the shape check or the patch raised: upstream runs unpatched
+    PENDING = "pending"  # installed, target module not imported yet
+    INACTIVE = "inactive"  # install() not called
 
 
-def not_applicable(reason: str) -> Fits:
-    return Fits(NOT_APPLICABLE, reason)
+@dataclass(frozen=True)
+class Verdict:
+    """What a fix's shape check says about the installed release, and why."""
+
+    state: FixState
+    reason: str
+
+
+def applies(reason: str) -> Verdict:
+    return Verdict(FixState.APPLIED, reason)
+
+
+def not_needed(reason: str) -> Verdict:
+    return Verdict(FixState.NOT_NEEDED, reason)
+
+
+def not_applicable(reason: str) -> Verdict:
+    return Verdict(FixState.NOT_APPLICABLE, reason)
 
 
 class Patcher:
@@ -99,8 +105,8 @@ class Fix:
     modules: tuple[str, ...] = ()
     shapes: tuple[Shape, ...] = ()
     #: The verdict when no shape's ``when`` fits (say, not-needed: the release lacks the problem).
-    otherwise: Fits = Fits(NOT_APPLICABLE, "no known shape")
-    applies_on: Span | None = None
+    otherwise: Verdict = Verdict(FixState.NOT_APPLICABLE, "no known shape")
+    applies_on: ReleaseRange | None = None
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         raise NotImplementedError
@@ -109,7 +115,7 @@ class Fix:
 @dataclass
 class FixStatus:
     name: str
-    state: str
+    state: FixState
     reason: str
     #: The tested releases the fix applies on (``Fix.applies_on``), e.g. "0.5.0-0.7.0.2".
     tested: str = ""

@@ -17,21 +17,7 @@ from types import ModuleType
 
 from speculators_qwen_compat.core import startup as _startup
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.fix import (  # noqa: F401 (re-exported for callers)
-    APPLIED,
-    DISABLED,
-    FAILED,
-    NOT_APPLICABLE,
-    NOT_NEEDED,
-    PENDING,
-    Fits,
-    Fix,
-    FixStatus,
-    Patcher,
-    applies,
-    not_applicable,
-    not_needed,
-)
+from speculators_qwen_compat.core.fix import Fix, FixState, FixStatus, Patcher, Verdict
 from speculators_qwen_compat.core.startup import (
     ENV_SWITCH,
     switch_value,
@@ -64,19 +50,19 @@ class _Registry:
             primary = module_name == fix.modules[0]
             found = None
             try:
-                fits, found = check(fix, module_name, module)
+                verdict, found = check(fix, module_name, module)
             except Exception as exc:  # a shape check must never break upstream's import
-                fits = Fits(FAILED, f"shape check raised {type(exc).__name__}: {exc}")
-            if fits.state == APPLIED and found is not None:
+                verdict = Verdict(FixState.FAILED, f"shape check raised {type(exc).__name__}: {exc}")
+            if verdict.state == FixState.APPLIED and found is not None:
                 mark = self.patcher.mark()
                 try:
                     fix.apply(found, self.patcher)
                 except Exception as exc:
                     self.patcher.restore(mark)  # a half-applied fix is no fix
-                    fits = Fits(FAILED, f"applying raised {type(exc).__name__}: {exc}")
-                    log.warning("fix %s not applied to %s: %s", fix.name, module_name, fits.reason)
-            if primary or fix.name not in self.states or fits.state == FAILED:
-                self.states[fix.name] = self.status_of(fix, fits.state, fits.reason)
+                    verdict = Verdict(FixState.FAILED, f"applying raised {type(exc).__name__}: {exc}")
+                    log.warning("fix %s not applied to %s: %s", fix.name, module_name, verdict.reason)
+            if primary or fix.name not in self.states or verdict.state == FixState.FAILED:
+                self.states[fix.name] = self.status_of(fix, verdict.state, verdict.reason)
 
     @staticmethod
     def status_of(fix: Fix, state: str, reason: str) -> FixStatus:
@@ -117,10 +103,13 @@ class _Registry:
         for fix in self.fixes:
             if fix.name in self.disabled:
                 reason = f"switched off by {ENV_SWITCH} or install(disable=...)"
-                self.states[fix.name] = self.status_of(fix, DISABLED, reason)
-            elif self.states.get(fix.name, FixStatus("", DISABLED, "")).state == DISABLED:
+                self.states[fix.name] = self.status_of(fix, FixState.DISABLED, reason)
+            elif (
+                self.states.get(fix.name, FixStatus("", FixState.DISABLED, "")).state
+                == FixState.DISABLED
+            ):
                 reason = f"waits for {fix.modules[0]} to be imported"
-                self.states[fix.name] = self.status_of(fix, PENDING, reason)
+                self.states[fix.name] = self.status_of(fix, FixState.PENDING, reason)
 
     def _switch_to(self, disabled: set[str]) -> None:
         """Hook every fix not in ``disabled`` (once per process) and apply it to the modules

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from speculators_qwen_compat.core.fix import APPLIED, NOT_APPLICABLE, NOT_NEEDED
+from speculators_qwen_compat.core.fix import FixState
 
 
 @dataclass(frozen=True)
@@ -23,37 +23,37 @@ class Release:
 
 # sample_drops: <= 0.7 have no speculators.train.recovery (samples are not dropped that way).
 _SCRIPT_ERA = {
-    "forked_tokenizer": APPLIED,
-    "offsets_loss_mask": APPLIED,
-    "row_tensors": NOT_NEEDED,
-    "local_render": NOT_NEEDED,
-    "overwrite_guard": NOT_NEEDED,
+    "forked_tokenizer": FixState.APPLIED,
+    "offsets_loss_mask": FixState.APPLIED,
+    "row_tensors": FixState.NOT_NEEDED,
+    "local_render": FixState.NOT_NEEDED,
+    "overwrite_guard": FixState.NOT_NEEDED,
     # regenerate-responses: no speculators.cli.regenerate_responses (the git-only
     # scripts/response_regeneration/script.py, run as it is by our entry point)
-    "regen_turns": NOT_NEEDED,
-    "regen_replies": NOT_NEEDED,
-    "regen_run": NOT_NEEDED,
-    "sample_drops": NOT_APPLICABLE,
+    "regen_turns": FixState.NOT_NEEDED,
+    "regen_replies": FixState.NOT_NEEDED,
+    "regen_run": FixState.NOT_NEEDED,
+    "sample_drops": FixState.NOT_APPLICABLE,
 }
 _RENDER_ERA = {
-    "forked_tokenizer": NOT_NEEDED,
-    "offsets_loss_mask": NOT_NEEDED,
-    "mask_probe": NOT_NEEDED,
-    "local_render": APPLIED,
-    "row_tensors": APPLIED,
-    "overwrite_guard": APPLIED,
-    "sample_drops": APPLIED,
-    "regen_turns": APPLIED,
-    "regen_replies": APPLIED,
-    "regen_run": APPLIED,
+    "forked_tokenizer": FixState.NOT_NEEDED,
+    "offsets_loss_mask": FixState.NOT_NEEDED,
+    "mask_probe": FixState.NOT_NEEDED,
+    "local_render": FixState.APPLIED,
+    "row_tensors": FixState.APPLIED,
+    "overwrite_guard": FixState.APPLIED,
+    "sample_drops": FixState.APPLIED,
+    "regen_turns": FixState.APPLIED,
+    "regen_replies": FixState.APPLIED,
+    "regen_run": FixState.APPLIED,
 }
 _EVERYWHERE = {
-    "row_guard": APPLIED,
-    "conversations": APPLIED,
-    "messages_json": APPLIED,  # not-needed on 0.5.0 (its rows keep no messages)
-    "run_report": APPLIED,
-    "bounded_output": APPLIED,
-    "token_frequency": APPLIED,
+    "row_guard": FixState.APPLIED,
+    "conversations": FixState.APPLIED,
+    "messages_json": FixState.APPLIED,  # not-needed on 0.5.0 (its rows keep no messages)
+    "run_report": FixState.APPLIED,
+    "bounded_output": FixState.APPLIED,
+    "token_frequency": FixState.APPLIED,
 }
 # Training fixes. verifier_norm: EAGLE-3 builds an x*w verifier_norm in every release (DFlash in
 # 0.6-0.8.1, and in 0.9.0 for qwen3_5_moe; 0.9.0 DFlash for dense qwen3_5 is left as it is).
@@ -61,10 +61,10 @@ _EVERYWHERE = {
 # served_rope, served_attention: on every release's save path (each acts only on a config that
 # needs it: M-RoPE fields in the rope parameters, block layers vLLM would serve otherwise).
 _TRAINING = {
-    "verifier_norm": APPLIED,
-    "mask_token": APPLIED,
-    "served_rope": APPLIED,
-    "served_attention": APPLIED,
+    "verifier_norm": FixState.APPLIED,
+    "mask_token": FixState.APPLIED,
+    "served_rope": FixState.APPLIED,
+    "served_attention": FixState.APPLIED,
 }
 
 TESTED_RELEASES: dict[str, Release] = {
@@ -75,25 +75,25 @@ TESTED_RELEASES: dict[str, Release] = {
             "C",
             "git-only argparse script; the mask probe crashes on strict templates",
             {
-                "mask_probe": APPLIED,
+                "mask_probe": FixState.APPLIED,
                 **_EVERYWHERE,
                 **_SCRIPT_ERA,
                 **_TRAINING,
-                "mask_token": NOT_NEEDED,
-                "messages_json": NOT_NEEDED,
+                "mask_token": FixState.NOT_NEEDED,
+                "messages_json": FixState.NOT_NEEDED,
             },
         ),
         Release(
             "0.6.0.2",
             "D",
             "git-only script; AutoProcessor; TemplateError kills the map",
-            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
+            {"mask_probe": FixState.APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
         ),
         Release(
             "0.7.0.2",
             "E",
             "git-only script; per-row errors caught and logged",
-            {"mask_probe": APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
+            {"mask_probe": FixState.APPLIED, **_EVERYWHERE, **_SCRIPT_ERA, **_TRAINING},
         ),
         Release(
             "0.8.1",

@@ -1,14 +1,7 @@
-"""What a fix declares about upstream, and the one shape check that reads those declarations.
-
-A fix names its targets as wrapt does (``module`` plus a dotted ``path`` such as
-``"Trainer.run_training"``) with the parameters its wrappers read by name, groups them into the
-shapes of upstream it knows (``Shape``: chosen when its ``when`` targets fit), and says on which
-tested releases it applies (``Span``, as OpenTelemetry instrumentations declare their supported
-range). ``check`` resolves the targets once, decides applied / not-needed / not-applicable with
-the reason, and hands what it resolved to the fix (``Found``), so no fix looks its targets up again.
-Nothing here imports upstream: a target outside the module being imported is read from
-``sys.modules``, or looked for on disk when its package is already imported.
-"""
+"""What a fix declares about upstream (``Target``, ``Shape``, ``ReleaseRange``) and the one shape
+check that reads it: ``check`` resolves the targets once, decides the verdict with its reason and
+hands the resolved objects to the fix (``Found``). Nothing here imports upstream: a target outside
+the module being imported is read from ``sys.modules`` or looked for on disk."""
 
 from __future__ import annotations
 
@@ -18,7 +11,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.fix import Fits, Fix, applies, not_applicable
+from speculators_qwen_compat.core.fix import Fix, Verdict, applies, not_applicable
 from speculators_qwen_compat.core.upstream import parameters
 
 CALLABLE, SET, ANY = "callable", "set", "any"
@@ -66,7 +59,7 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class Span:
+class ReleaseRange:
     """The tested releases on which a fix applies, oldest and newest. A release past ``last``
     still gets the fix where its targets fit; ``status`` then says it is untested there."""
 
@@ -84,7 +77,7 @@ class Span:
         return self.first if self.first == self.last else f"{self.first}-{self.last}"
 
     @classmethod
-    def parse(cls, text: str) -> Span:
+    def parse(cls, text: str) -> ReleaseRange:
         first, _, last = text.partition("-")
         return cls(first, last or first)
 
@@ -116,7 +109,7 @@ class Found:
         home = target.module if target.module in self.hooked else self.hooked[0]
         return home == self.module_name and self.has(target)
 
-    def place(self, target: Target) -> tuple[Any, str]:
+    def owner_and_name(self, target: Target) -> tuple[Any, str]:
         """(owner, attribute) for ``Patcher.wrap``/``replace``: ``Trainer.run_training`` ->
         (the Trainer class, "run_training")."""
         owner_path, _, attribute = target.path.rpartition(".")
@@ -156,7 +149,7 @@ def _initializing(module: ModuleType) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
-def _misfit(target: Target, value: Any) -> str | None:
+def _mismatch(target: Target, value: Any) -> str | None:
     """Why a present target does not fit, or None."""
     where = f"{target.module}.{target.path}"
     if target.kind == SET:
@@ -184,23 +177,23 @@ def _fits(target: Target, value: Any) -> str | None:
         return None  # checked when its own module is imported
     if value is None:
         return None if target.optional else f"{target.module} has no {target.path}"
-    return _misfit(target, value)
+    return _mismatch(target, value)
 
 
-def _chosen(shape: Shape, module_name: str, module: ModuleType) -> bool:
+def _vllm_tokenizers(shape: Shape, module_name: str, module: ModuleType) -> bool:
     for target in shape.when:
         value = _resolve(target, module_name, module)
-        if value is None or value is _DEFERRED or _misfit(target, value):
+        if value is None or value is _DEFERRED or _mismatch(target, value):
             return False
     return True
 
 
-def check(fix: Fix, module_name: str, module: ModuleType) -> tuple[Fits, Found | None]:
+def check(fix: Fix, module_name: str, module: ModuleType) -> tuple[Verdict, Found | None]:
     """The verdict for one import of one of ``fix.modules``: the first shape whose ``when``
     fits decides (applied, or not-applicable naming the first target that does not fit); with
     none, ``fix.otherwise`` (e.g. not-needed: this release has no such problem)."""
     for shape in fix.shapes:
-        if not _chosen(shape, module_name, module):
+        if not _vllm_tokenizers(shape, module_name, module):
             continue
         found = Found(module_name, module, shape, fix.modules)
         for target in shape.targets:

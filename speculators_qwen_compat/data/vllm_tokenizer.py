@@ -37,14 +37,14 @@ VLLM_CLASSES = {
 }
 
 #: id(tokenizer) -> (tokenizer, the one to encode with); the first keeps the id from reuse.
-_chosen: dict[int, tuple[Any, Any]] = {}
+_vllm_tokenizers: dict[int, tuple[Any, Any]] = {}
 
 
 def for_rendering(tokenizer: Any) -> Any:
     """The tokenizer that encodes as vLLM 0.32 does for this tokenizer's checkpoint."""
-    found = _chosen.get(id(tokenizer))
+    found = _vllm_tokenizers.get(id(tokenizer))
     if found is None:
-        found = _chosen[id(tokenizer)] = (tokenizer, _vllm_class_tokenizer(tokenizer))
+        found = _vllm_tokenizers[id(tokenizer)] = (tokenizer, _vllm_class_tokenizer(tokenizer))
     return found[1]
 
 

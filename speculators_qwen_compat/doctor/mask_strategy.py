@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError, reason_of
-from speculators_qwen_compat.core.fix import APPLIED
+from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.data import render as local_renderer
 from speculators_qwen_compat.fixes.data.local_render import LOCAL
 from speculators_qwen_compat.fixes.data.mask_probe import supports_assistant_mask
@@ -136,7 +136,7 @@ def _require_local_render() -> None:
 
     states = {s.name: s for s in status(resolve=False)}
     state = states.get("local_render")
-    if state is None or state.state != APPLIED:
+    if state is None or state.state != FixState.APPLIED:
         how = f"{state.state}: {state.reason}" if state else "not installed"
         raise CompatError(
             f"doctor renders 0.8+ conversations in-process through the local_render fix, "

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any, TextIO
 
 from speculators_qwen_compat.core.errors import reason_of
-from speculators_qwen_compat.core.fix import APPLIED
+from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.training import norm_convention as nc
 
 DECODER_FIELDS = (
@@ -103,7 +103,7 @@ def _verifier_norm_lines_of(model: str, convention: str) -> list[str]:
     fix = next((s for s in status() if s.name == "verifier_norm"), None)
     lines = [f"{'verifier_norm right:':<24}{', '.join(right) or 'none'}"]
     if wrong:
-        covered = fix is not None and fix.state == APPLIED
+        covered = fix is not None and fix.state == FixState.APPLIED
         lines.append(
             f"{'verifier_norm wrong:':<24}{', '.join(wrong)} (upstream builds "
             f"{nc.TIMES_WEIGHT if convention == nc.ONE_PLUS_WEIGHT else nc.ONE_PLUS_WEIGHT}: "

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from speculators_qwen_compat.core.registry import Fix, Patcher, _Registry
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.registry import _Registry
 from speculators_qwen_compat.core.targets import Found, Shape, Target
 
 TARGET = "stand_in_target"  # beside this program, on sys.path when it runs by path
@@ -21,7 +22,7 @@ class Raises(Fix):
     shapes = (Shape("fits", (Target(TARGET, "f"),)),)
 
     def apply(self, found: Found, patcher: Patcher) -> None:
-        owner, name = found.place(self.shapes[0].targets[0])
+        owner, name = found.owner_and_name(self.shapes[0].targets[0])
         patcher.wrap(owner, name, lambda wrapped, instance, args, kwargs: "patched")
         raise RuntimeError("boom")
 

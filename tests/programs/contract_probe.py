@@ -268,10 +268,10 @@ def main(argv: list[str]) -> int:
 
 def _installed() -> bool:
     import speculators_qwen_compat
-    from speculators_qwen_compat.core.fix import APPLIED
+    from speculators_qwen_compat.core.fix import FixState
 
     status = {s.name: s.state for s in speculators_qwen_compat.status()}
-    return any(state == APPLIED for state in status.values())
+    return any(state == FixState.APPLIED for state in status.values())
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_applicable
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 from speculators_qwen_compat.data.files import CACHE_FOLDER
 
@@ -50,7 +50,7 @@ class BoundedOutputFix(Fix):
         for builder in BUILDERS
     )
     otherwise = not_applicable("preprocessing has no dataset builder")
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         builder = found.shape.targets[0]
@@ -71,8 +71,8 @@ class BoundedOutputFix(Fix):
                 kwargs = {**kwargs, "keep_in_memory": False}
             return wrapped(*args, **kwargs)
 
-        patcher.wrap(*found.place(builder), build)
-        patcher.wrap(*found.place(DATASET_MAP), dataset_map)
+        patcher.wrap(*found.owner_and_name(builder), build)
+        patcher.wrap(*found.owner_and_name(DATASET_MAP), dataset_map)
 
 
 def _from_our_reader(dataset: Any) -> bool:

@@ -37,7 +37,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import DataError
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
     batch_length,
@@ -99,7 +99,7 @@ class ConversationsFix(Fix):
     summary = "read ShareGPT and OpenAI rows (and mixes), normalise roles, parts, reasoning, tools"
     modules = (PREPROCESSING,)
     shapes = (RETURNS_DATASET, RETURNS_PAIR)
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         render_era = found.has(WARNED_ROLES) or found.has(BOUNDARY_ROWS)
@@ -149,7 +149,7 @@ class ConversationsFix(Fix):
 
         # Called once per row: its two arguments are read at their place in upstream's own
         # signature (NORMALIZE requires ``conv`` by name), not through a full bind.
-        names = parameters(getattr(*found.place(NORMALIZE)))
+        names = parameters(getattr(*found.owner_and_name(NORMALIZE)))
         conv_at = names.index("conv")
         dropout_at = names.index("turn_dropout") if "turn_dropout" in names else None
 
@@ -168,11 +168,11 @@ class ConversationsFix(Fix):
             weights.record_rendered(turns)
             return turns
 
-        patcher.wrap(*found.place(found.shape.targets[0]), load_raw_dataset)
+        patcher.wrap(*found.owner_and_name(found.shape.targets[0]), load_raw_dataset)
         if found.has(CONCATENATE):
-            patcher.wrap(*found.place(CONCATENATE), _concatenate_aligned)
-        patcher.wrap(*found.place(BATCH), preprocess_batch)
-        patcher.wrap(*found.place(NORMALIZE), normalize_turns)
+            patcher.wrap(*found.owner_and_name(CONCATENATE), _concatenate_aligned)
+        patcher.wrap(*found.owner_and_name(BATCH), preprocess_batch)
+        patcher.wrap(*found.owner_and_name(NORMALIZE), normalize_turns)
 
 
 def read_batch(

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 
 BUILD = Target(
@@ -47,7 +47,7 @@ class ForkedTokenizerFix(Fix):
         ),
     )
     otherwise = not_needed("the map function holds a render endpoint, not a tokenizer")
-    applies_on = Span("0.5.0", "0.7.0.2")
+    applies_on = ReleaseRange("0.5.0", "0.7.0.2")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -58,7 +58,7 @@ class ForkedTokenizerFix(Fix):
             with inherited_by_forked_workers(tokenizer):
                 return wrapped(*args, **kwargs)
 
-        patcher.wrap(*found.place(BUILD), build)
+        patcher.wrap(*found.owner_and_name(BUILD), build)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
 from speculators_qwen_compat.data import media, render_faults
 from speculators_qwen_compat.data import render as local_renderer
@@ -63,7 +63,7 @@ class LocalRenderFix(Fix):
         ),
     )
     otherwise = not_needed("this release renders with the local tokenizer already")
-    applies_on = Span("0.8.1", "0.9.0")
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -111,6 +111,6 @@ class LocalRenderFix(Fix):
             return call(wrapped, bound)
 
         if found.has(POST):
-            patcher.wrap(*found.place(POST), post)
-        patcher.wrap(*found.place(BUILD), build)
-        patcher.wrap(*found.place(RENDER), render)
+            patcher.wrap(*found.owner_and_name(POST), post)
+        patcher.wrap(*found.owner_and_name(BUILD), build)
+        patcher.wrap(*found.owner_and_name(RENDER), render)

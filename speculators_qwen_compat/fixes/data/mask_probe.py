@@ -28,7 +28,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -57,7 +57,7 @@ class MaskProbeFix(Fix):
         ),
     )
     otherwise = not_needed("this release has no assistant-mask probe")
-    applies_on = Span("0.5.0", "0.7.0.2")
+    applies_on = ReleaseRange("0.5.0", "0.7.0.2")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         adapt = found.get(ADAPT)
@@ -72,9 +72,9 @@ class MaskProbeFix(Fix):
                 return unbatch(result[0]), unbatch(result[1])
             return result
 
-        patcher.wrap(*found.place(PROBE), safe_probe)
+        patcher.wrap(*found.owner_and_name(PROBE), safe_probe)
         if found.has(HF_MASK):
-            patcher.wrap(*found.place(HF_MASK), unbatched)
+            patcher.wrap(*found.owner_and_name(HF_MASK), unbatched)
 
 
 def unbatch(value: Any) -> Any:

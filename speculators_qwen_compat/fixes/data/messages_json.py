@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 from speculators_qwen_compat.data.arrow_batch import MESSAGES, with_json_messages
 
@@ -36,10 +36,10 @@ class MessagesJsonFix(Fix):
         ),
     )
     otherwise = not_needed(f"rows keep no {MESSAGES} column (<= 0.5)")
-    applies_on = Span("0.6.0.2", "0.9.0")
+    applies_on = ReleaseRange("0.6.0.2", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             return with_json_messages(wrapped(*args, **kwargs))
 
-        patcher.wrap(*found.place(BATCH), preprocess_batch)
+        patcher.wrap(*found.owner_and_name(BATCH), preprocess_batch)

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, Shape, Span, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 from speculators_qwen_compat.fixes.data import row_guard
 
@@ -41,7 +41,7 @@ class OffsetsLossMaskFix(Fix):
         ),
     )
     otherwise = not_needed("loss masks come from render boundaries, not character offsets")
-    applies_on = Span("0.5.0", "0.7.0.2")
+    applies_on = ReleaseRange("0.5.0", "0.7.0.2")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def create(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -54,7 +54,7 @@ class OffsetsLossMaskFix(Fix):
                 mask = None
             return wrapped(*args, **kwargs) if mask is None else mask
 
-        patcher.wrap(*found.place(OFFSETS), create)
+        patcher.wrap(*found.owner_and_name(OFFSETS), create)
 
 
 def loss_mask(text: str, offsets: Any, pattern: str | re.Pattern[str]) -> Any:

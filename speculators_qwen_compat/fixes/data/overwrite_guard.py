@@ -10,7 +10,7 @@ Shape needed: that name bound to a set of strings.
 from __future__ import annotations
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import SET, Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import SET, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.ledger import REPORT_NAME
 
@@ -22,7 +22,9 @@ class OverwriteGuardFix(Fix):
     summary = f"let upstream's --overwrite guard accept {REPORT_NAME}"
     modules = (CLI_PREPARE_DATA,)
     shapes = (Shape(f"{REPORT_NAME} added", (ALLOWED,)),)
-    applies_on = Span("0.8.1", "0.9.0")
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
-        patcher.replace(*found.place(ALLOWED), frozenset(found.get(ALLOWED)) | {REPORT_NAME})
+        patcher.replace(
+            *found.owner_and_name(ALLOWED), frozenset(found.get(ALLOWED)) | {REPORT_NAME}
+        )

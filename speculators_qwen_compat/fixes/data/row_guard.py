@@ -34,7 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
     batch_length,
@@ -92,7 +92,7 @@ class RowGuardFix(Fix):
     summary = "skip and count a conversation the template or the normaliser rejects"
     modules = (PREPROCESSING,)
     shapes = (RENDER_ERA, SCRIPT_ERA)
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         import logging
@@ -105,7 +105,7 @@ class RowGuardFix(Fix):
         else:
             _guard_rows(found, patcher)
         if found.has(PASSTHROUGH):
-            patcher.wrap(*found.place(PASSTHROUGH), _count_passthrough)
+            patcher.wrap(*found.owner_and_name(PASSTHROUGH), _count_passthrough)
 
 
 @dataclass
@@ -159,9 +159,9 @@ def _guard_rows(found: Found, patcher: Patcher) -> None:
             return wrapped(*args, **kwargs)
         return _BatchGuard(found.module, wrapped, bound, current).run()
 
-    patcher.wrap(*found.place(SCRIPT_BATCH), preprocess_batch)
+    patcher.wrap(*found.owner_and_name(SCRIPT_BATCH), preprocess_batch)
     if found.has(OFFSETS):
-        patcher.wrap(*found.place(OFFSETS), loss_mask_from_offsets)
+        patcher.wrap(*found.owner_and_name(OFFSETS), loss_mask_from_offsets)
 
 
 class _BatchGuard:
@@ -321,9 +321,9 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
                 ledger.skip(NOTHING_TO_SUPERVISE, where)
         return rows
 
-    patcher.wrap(*found.place(BATCH), preprocess_batch)
-    patcher.wrap(*found.place(BOUNDARY_ROWS), render_boundary_rows)
-    patcher.wrap(*found.place(RENDER_ROWS), render_conversation_rows)
+    patcher.wrap(*found.owner_and_name(BATCH), preprocess_batch)
+    patcher.wrap(*found.owner_and_name(BOUNDARY_ROWS), render_boundary_rows)
+    patcher.wrap(*found.owner_and_name(RENDER_ROWS), render_conversation_rows)
 
 
 def _count_passthrough(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

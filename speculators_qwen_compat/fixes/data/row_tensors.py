@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 
 APPEND_ROW = Target(
@@ -44,7 +44,7 @@ class RowTensorsFix(Fix):
         ),
     )
     otherwise = not_needed("rows are tensorized elsewhere (0.5-0.7: by the tokenizer)")
-    applies_on = Span("0.8.1", "0.9.0")
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def append_row(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -52,7 +52,7 @@ class RowTensorsFix(Fix):
             answer = append_through_numpy(**arguments)
             return wrapped(*args, **kwargs) if answer is None else answer
 
-        patcher.wrap(*found.place(APPEND_ROW), append_row)
+        patcher.wrap(*found.owner_and_name(APPEND_ROW), append_row)
 
 
 def append_through_numpy(

@@ -27,7 +27,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, DataError
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind
 from speculators_qwen_compat.data.ledger import Ledger, Tally
 from speculators_qwen_compat.data.render_faults import RenderServerFailed
@@ -90,23 +90,23 @@ class RunReportFix(Fix):
             (RUN, CLI_RUN, VISUALIZE, SAVE_FREQ),
         ),
     )
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         if found.here(CLI_RUN):
             if found.get(CLI_RUN) is found.get(RUN):
                 # Bound by ``from ... import`` after the preprocessing hook ran: already our
                 # wrapper; uninstall() must put the original back here too.
-                original = patcher.original_of(*found.place(RUN))
-                patcher.adopt(*found.place(CLI_RUN), original)
+                original = patcher.original_of(*found.owner_and_name(RUN))
+                patcher.adopt(*found.owner_and_name(CLI_RUN), original)
             else:
-                patcher.wrap(*found.place(CLI_RUN), _run)
+                patcher.wrap(*found.owner_and_name(CLI_RUN), _run)
         if found.here(RUN):
-            patcher.wrap(*found.place(RUN), _run)
+            patcher.wrap(*found.owner_and_name(RUN), _run)
         if found.here(VISUALIZE):
-            patcher.wrap(*found.place(VISUALIZE), _visualize_sample)
+            patcher.wrap(*found.owner_and_name(VISUALIZE), _visualize_sample)
         if found.here(SAVE_FREQ):
-            patcher.wrap(*found.place(SAVE_FREQ), _save_token_frequencies)
+            patcher.wrap(*found.owner_and_name(SAVE_FREQ), _save_token_frequencies)
 
 
 def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 
 COUNTER = Target(
@@ -36,7 +36,7 @@ class TokenFrequencyFix(Fix):
     summary = "count the token-frequency file over Arrow batches (same file, a fraction of the CPU)"
     modules = (PREPROCESSING,)
     shapes = (Shape("counted over Arrow batches", (COUNTER,)),)
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def save(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -51,7 +51,7 @@ class TokenFrequencyFix(Fix):
             torch.save(counts, path)
             return None
 
-        patcher.wrap(*found.place(COUNTER), save)
+        patcher.wrap(*found.owner_and_name(COUNTER), save)
 
 
 def token_frequencies(dataset: Any) -> dict[int, int] | None:

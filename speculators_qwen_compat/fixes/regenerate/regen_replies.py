@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
 from speculators_qwen_compat.regenerate import loop
 from speculators_qwen_compat.regenerate.plan import Plan
@@ -58,10 +58,10 @@ class RegenRepliesFix(Fix):
             (CONVERSATION, SAMPLE, TOOL_MESSAGE),
         ),
     )
-    applies_on = Span("0.8.1", "0.9.0")
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
-        owner, _ = found.place(SAMPLE)
+        owner, _ = found.owner_and_name(SAMPLE)
 
         def regenerate(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             arguments = bind(wrapped, args, kwargs).arguments
@@ -95,4 +95,4 @@ class RegenRepliesFix(Fix):
                 probe=lambda: loop.probe_alive(endpoint),
             )
 
-        patcher.wrap(*found.place(CONVERSATION), regenerate)
+        patcher.wrap(*found.owner_and_name(CONVERSATION), regenerate)

@@ -43,7 +43,7 @@ import typing
 from typing import Annotated, Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.run import guarded_run
@@ -95,7 +95,7 @@ class RegenRunFix(Fix):
             (RUN, LOAD_SEEN, DETECT_MODEL, SANITIZE, COMMAND, RETRIES, POST_CHAT, WORKER, PRESETS),
         ),
     )
-    applies_on = Span("0.8.1", "0.9.0")
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         module = found.module
@@ -103,8 +103,8 @@ class RegenRunFix(Fix):
         def run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             return guarded_run(wrapped, args, kwargs, module)
 
-        patcher.wrap(*found.place(RUN), run)
-        patcher.wrap(*found.place(WORKER), with_row_writer)
+        patcher.wrap(*found.owner_and_name(RUN), run)
+        patcher.wrap(*found.owner_and_name(WORKER), with_row_writer)
         command = found.get(COMMAND)
         option = _max_tokens_option(command)
         if option is not None:

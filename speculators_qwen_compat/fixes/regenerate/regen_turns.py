@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import ANY, Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
 from speculators_qwen_compat.data.normalize import BadConversation
 from speculators_qwen_compat.regenerate import state as regen_state
@@ -53,7 +53,7 @@ class RegenTurnsFix(Fix):
             (PREPARE_ROW, DETOKENIZER, PRIMARY_ID, RESULT_NAMES, LOAD, PRESETS),
         ),
     )
-    applies_on = Span("0.8.1", "0.9.0")
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         primary_id = found.get(PRIMARY_ID)
@@ -64,14 +64,14 @@ class RegenTurnsFix(Fix):
             names = module._tool_result_names  # looked up per call: another fix may wrap it
             return _prepare_row(arguments["row"], arguments["config"], primary_id, names)
 
-        patcher.wrap(*found.place(PREPARE_ROW), prepare_row)
-        patcher.wrap(*found.place(DETOKENIZER), _build_detokenizer)
+        patcher.wrap(*found.owner_and_name(PREPARE_ROW), prepare_row)
+        patcher.wrap(*found.owner_and_name(DETOKENIZER), _build_detokenizer)
         presets = found.get(PRESETS) or ()
 
         def load(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             return _load_lines(wrapped, args, kwargs, presets)
 
-        patcher.wrap(*found.place(LOAD), load)
+        patcher.wrap(*found.owner_and_name(LOAD), load)
 
 
 def _load_lines(wrapped: Any, args: tuple, kwargs: dict, presets: Any) -> Any:

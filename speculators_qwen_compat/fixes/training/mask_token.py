@@ -26,7 +26,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target, present
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import TRAIN_UTILS, bind
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -57,7 +57,7 @@ class MaskTokenFix(Fix):
     otherwise = not_needed(
         "this release resolves the mask token through AutoTokenizer (or resolves none)"
     )
-    applies_on = Span("0.6.0.2", "0.9.0")
+    applies_on = ReleaseRange("0.6.0.2", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def load_processor(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -71,7 +71,7 @@ class MaskTokenFix(Fix):
                     raise
                 return tokenizer
 
-        patcher.wrap(*found.place(LOAD_PROCESSOR), load_processor)
+        patcher.wrap(*found.owner_and_name(LOAD_PROCESSOR), load_processor)
 
 
 def tokenizer_instead(path: Any, trust_remote_code: bool, error: BaseException) -> Any:

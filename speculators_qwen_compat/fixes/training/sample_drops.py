@@ -41,7 +41,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 
 TRAINER = "speculators.train.trainer"
 RECOVERY = "speculators.train.recovery"
@@ -81,7 +81,7 @@ class SampleDropsFix(Fix):
             (RUN_TRAINING, CONSUME, RAW_DATA),
         ),
     )
-    applies_on = Span("0.8.1", "0.9.0")
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         for target, wrapper in (
@@ -90,7 +90,7 @@ class SampleDropsFix(Fix):
             (RAW_DATA, _get_raw_data),
         ):
             if found.here(target):
-                patcher.wrap(*found.place(target), wrapper)
+                patcher.wrap(*found.owner_and_name(target), wrapper)
 
 
 def _consume(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

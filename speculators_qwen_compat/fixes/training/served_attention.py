@@ -25,7 +25,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
 from speculators_qwen_compat.training import served_drafter as sd
 
@@ -46,13 +46,13 @@ class ServedAttentionFix(Fix):
             (SAVE_PRETRAINED, RUN_TRAINING),
         ),
     )
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         if found.here(SAVE_PRETRAINED):
-            patcher.wrap(*found.place(SAVE_PRETRAINED), _save_pretrained)
+            patcher.wrap(*found.owner_and_name(SAVE_PRETRAINED), _save_pretrained)
         if found.here(RUN_TRAINING):
-            patcher.wrap(*found.place(RUN_TRAINING), _run_training)
+            patcher.wrap(*found.owner_and_name(RUN_TRAINING), _run_training)
 
 
 def config_dict(model: Any) -> dict[str, Any]:

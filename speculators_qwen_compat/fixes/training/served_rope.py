@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
 from speculators_qwen_compat.training import served_drafter as sd
 
@@ -50,14 +50,14 @@ class ServedRopeFix(Fix):
             (SAVE_PRETRAINED,),
         ),
     )
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def save_pretrained(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             with served_rope(instance):
                 return wrapped(*args, **kwargs)
 
-        patcher.wrap(*found.place(SAVE_PRETRAINED), save_pretrained)
+        patcher.wrap(*found.owner_and_name(SAVE_PRETRAINED), save_pretrained)
 
 
 @contextmanager

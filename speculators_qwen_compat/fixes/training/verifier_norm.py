@@ -27,7 +27,7 @@ import logging
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, Shape, Span, Target
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
 from speculators_qwen_compat.training import norm_convention as nc
 
@@ -54,7 +54,7 @@ class VerifierNormFix(Fix):
             (POST_INIT,),
         ),
     )
-    applies_on = Span("0.5.0", "0.9.0")
+    applies_on = ReleaseRange("0.5.0", "0.9.0")
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         def post_init(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -67,7 +67,7 @@ class VerifierNormFix(Fix):
                     log.warning("verifier_norm fix skipped for %s: %s", kind, exc)
             return result
 
-        patcher.wrap(*found.place(POST_INIT), post_init)
+        patcher.wrap(*found.owner_and_name(POST_INIT), post_init)
 
 
 def verifier_of(model: Any) -> tuple[str | None, list[str] | None]:

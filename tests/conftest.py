@@ -39,6 +39,14 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_options_env(**options: Any) -> dict[str, str]:
+    """The one variable a run hands its child processes (core/run_options.py), holding
+    ``options`` (the rest at their defaults)."""
+    from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
+
+    return {RUN_ENV: RunOptions(**options).to_json()}
+
+
 def release_command(release: str, *args: str, **env: str) -> tuple[list[str], dict[str, str]]:
     """(command, environment) running ``python ARGS`` on speculators ``release``
     (tools/release_python.sh), whatever release runs pytest."""

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from speculators_qwen_compat.data import inline_media, media_faults, media_paths
+from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
+from speculators_qwen_compat.data import media_faults, media_paths
 from speculators_qwen_compat.data.media_forms import for_vllm
 from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
 
@@ -32,8 +33,7 @@ def in_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(b"")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(inline_media.MEDIA_DIR_ENV, raising=False)
-    monkeypatch.delenv(media_paths.MEDIA_ROOT_ENV, raising=False)
+    monkeypatch.delenv(RUN_ENV, raising=False)
     return tmp_path
 
 
@@ -219,7 +219,7 @@ def test_inline_images_are_written_once_by_content(tmp_path: Path, monkeypatch: 
     import hashlib
 
     media = tmp_path / "out-media"
-    monkeypatch.setenv(inline_media.MEDIA_DIR_ENV, str(media))
+    monkeypatch.setenv(RUN_ENV, RunOptions(inline_media_dir=str(media)).to_json())
     data = _png(tmp_path, 8, 6)
     encoded = base64.b64encode(data).decode()
     expected = str(media / f"{hashlib.sha256(data).hexdigest()}.png")
@@ -240,7 +240,7 @@ def test_inline_images_are_written_once_by_content(tmp_path: Path, monkeypatch: 
 
 
 def test_an_image_value_with_a_usable_path_uses_the_path(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setenv(inline_media.MEDIA_DIR_ENV, str(tmp_path / "out-media"))
+    monkeypatch.setenv(RUN_ENV, RunOptions(inline_media_dir=str(tmp_path / "out-media")).to_json())
     row = _chat(
         "<image>",
         images=[
@@ -252,7 +252,7 @@ def test_an_image_value_with_a_usable_path_uses_the_path(tmp_path: Path, monkeyp
 
 
 def test_bytes_that_are_not_an_image_are_a_skip(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setenv(inline_media.MEDIA_DIR_ENV, str(tmp_path / "out-media"))
+    monkeypatch.setenv(RUN_ENV, RunOptions(inline_media_dir=str(tmp_path / "out-media")).to_json())
     with pytest.raises(BadConversation) as raised:
         normalize_row(_chat("<image>", images=[{"bytes": "aGVsbG8=", "path": None}]))
     assert str(raised.value) == (
@@ -292,7 +292,7 @@ def test_relative_paths_resolve_against_the_data_files_folder_then_the_cwd(
         "--media-dir)"
     )
     assert raised.value.detail == f"'coco/3.jpg' -> {tmp_path / 'coco/3.jpg'}"
-    monkeypatch.setenv(media_paths.MEDIA_ROOT_ENV, str(data))
+    monkeypatch.setenv(RUN_ENV, RunOptions(media_root=str(data)).to_json())
     assert _user(_chat("<image>", image="coco/2.jpg")) == [
         {"type": "image", "path": str(data / "coco" / "2.jpg")}
     ]

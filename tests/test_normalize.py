@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
 from speculators_qwen_compat.data.normalize import (
-    UNKNOWN_ROLES_ENV,
     BadConversation,
     normalize_conversation,
     normalize_row,
@@ -56,12 +56,12 @@ def test_unknown_roles_chosen_by_flag(
     """``--unknown-roles assistant|drop``: whatever the installed release does (its own
     behaviour, the default, is tested per release in test_data_units.py); the row is kept and
     the event counted; ``skip`` refuses the conversation."""
-    monkeypatch.setenv(UNKNOWN_ROLES_ENV, policy)
+    monkeypatch.setenv(RUN_ENV, RunOptions(unknown_roles=policy).to_json())
     row = {"messages": [{"role": "user", "content": "hi"}, {"role": "Qwen3-32B", "content": "x"}]}
     got = normalize_row(row)
     assert [t["role"] for t in got.conversation] == roles
     assert got.notes == [f"turns with role 'Qwen3-32B' {how} (--unknown-roles {policy})"]
-    monkeypatch.setenv(UNKNOWN_ROLES_ENV, "skip")
+    monkeypatch.setenv(RUN_ENV, RunOptions(unknown_roles="skip").to_json())
     with pytest.raises(BadConversation, match="unknown role 'narrator'"):
         normalize_conversation([{"role": "narrator", "content": "x"}])
 

@@ -45,6 +45,7 @@ from conftest import (
 from mask_oracle import check_masks, load_rows
 from programs import render_fault_server as fault_server
 
+from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
 from speculators_qwen_compat.data import render_faults
 from speculators_qwen_compat.data.row_errors import is_data_problem
 
@@ -138,12 +139,12 @@ def test_each_answer_is_classified_as_the_fault_table_says(
     if budget == "wrong address":
         assert render_faults.budget(exc) == render_faults.WRONG_ADDRESS_SECONDS
     elif budget:
-        monkeypatch.setenv(render_faults.RETRY_SECONDS_ENV, "7")
+        monkeypatch.setenv(RUN_ENV, RunOptions(render_retry_seconds=7).to_json())
         assert render_faults.budget(exc) == 7.0
 
     # what the run's render does with it: a refusal goes to the row guard as upstream raised
     # it; a fault, past a budget too short for a second attempt, ends the run
-    monkeypatch.setenv(render_faults.RETRY_SECONDS_ENV, "0.5")
+    monkeypatch.setenv(RUN_ENV, RunOptions(render_retry_seconds=0.5).to_json())
     monkeypatch.setattr(render_faults, "WRONG_ADDRESS_SECONDS", 0.5)
     started = time.monotonic()
     with pytest.raises(Exception) as raised:
@@ -204,10 +205,10 @@ def runs(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         cases, outputs = {}, {}
         for mode in (*RUN_MODES, "refuse-marked"):
             outputs[mode] = tmp / f"out-{mode}"
-            extra = ("--render-endpoint", f"{base}/{mode}")
+            # a budget of one retry: every fault is met by both workers and retried once (1 s)
+            extra = ("--render-endpoint", f"{base}/{mode}", "--render-retry-seconds", "2")
             cases[mode] = prepare_args(qwen36_dir, outputs[mode], data, workers=2, extra=extra)
-        # a budget of one retry: every fault is met by both workers and retried once (1 s)
-        ran = run_batch(tmp / "logs", cases, **{render_faults.RETRY_SECONDS_ENV: "2"})
+        ran = run_batch(tmp / "logs", cases)
     finally:
         served.kill()
         served.wait()
@@ -265,15 +266,13 @@ def test_an_image_outside_the_servers_folder_fails_the_run_at_once(
     """vLLM 0.32 refuses a local file outside its --allowed-local-media-path, the path masked:
     a server set up for other folders, fatal at once with the fix, naming this run's media
     folder (data/inline_media.py) when it has one."""
-    from speculators_qwen_compat.data.inline_media import MEDIA_DIR_ENV
-
     words = "The file path /da*/x.png must be a subpath of `--allowed-local-media-path /srv`."
     body = json.dumps({"error": {"message": words, "code": 400}})
     refused = RuntimeError(f"Render endpoint returned 400: {body}")
-    monkeypatch.delenv(MEDIA_DIR_ENV, raising=False)
+    monkeypatch.delenv(RUN_ENV, raising=False)
     fix = render_faults.media_config_fault(refused)
     assert fix is not None and fix.startswith("the render server cannot read an image the data")
-    monkeypatch.setenv(MEDIA_DIR_ENV, "/data/prepared-media")
+    monkeypatch.setenv(RUN_ENV, RunOptions(inline_media_dir="/data/prepared-media").to_json())
     fix = render_faults.media_config_fault(refused)
     assert fix is not None and fix.startswith(
         "the render server cannot read the images this run wrote to /data/prepared-media or "

@@ -29,12 +29,19 @@ from typing import Any
 
 import pytest
 import vllm_server
-from conftest import good_rows, last_line, read_report, rejected_rows, subprocess_env, write_dataset
+from conftest import (
+    good_rows,
+    last_line,
+    read_report,
+    rejected_rows,
+    run_options_env,
+    subprocess_env,
+    write_dataset,
+)
 from packaging.version import Version
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
-from speculators_qwen_compat.data.render_faults import RETRY_SECONDS_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 RENDER_RELEASES = [r for r in TESTED_RELEASES if Version("0.8") <= Version(r)]
@@ -109,7 +116,9 @@ def test_a_restarted_server_loses_nothing_and_a_killed_one_fails_the_run(
     url = box["server"].url
 
     # a budget longer than a restart takes on a loaded machine (start-up: 10 s idle, 140 s seen)
-    run = _start_run(release, tmp_path / "out", data, url, model, **{RETRY_SECONDS_ENV: "900"})
+    run = _start_run(
+        release, tmp_path / "out", data, url, model, **run_options_env(render_retry_seconds=900)
+    )
     _wait_for_renders(box["server"], run, AFTER)
     box["server"].stop()
     box["server"] = vllm_server.start(model, port=port)
@@ -124,7 +133,7 @@ def test_a_restarted_server_loses_nothing_and_a_killed_one_fails_the_run(
     assert "answers again after" in err
 
     run = _start_run(release, tmp_path / "out2", data, url, model,
-                     **{RETRY_SECONDS_ENV: str(KILLED_BUDGET)})  # fmt: skip
+                     **run_options_env(render_retry_seconds=KILLED_BUDGET))  # fmt: skip
     _wait_for_renders(box["server"], run, AFTER)
     os.killpg(box["server"].process.pid, signal.SIGKILL)
     killed_at = time.monotonic()

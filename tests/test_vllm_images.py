@@ -280,7 +280,7 @@ def _prepare(
     for a failing server, else 20 s."""
     env = subprocess_env()
     if not retry:
-        env["SPECULATORS_QWEN_COMPAT_RENDER_RETRY_SECONDS"] = "20"
+        extra = ("--render-retry-seconds", "20", *extra)
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in paths if p and Path(p).parent.parent.name != "rel"

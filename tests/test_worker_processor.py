@@ -21,6 +21,7 @@ import pytest
 from conftest import program, subprocess_env
 
 from speculators_qwen_compat import demo
+from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
 from speculators_qwen_compat.data import render
 
 pytestmark = pytest.mark.pure  # transformers and our renderer alone: run once (tools/matrix.py)
@@ -52,7 +53,7 @@ def test_spawned_worker_trusts_the_model_code_as_the_parent_did(
 
     model = _remote_code_model(tmp_path / "model")
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
-    monkeypatch.delenv(render.TRUSTED_ENV, raising=False)
+    monkeypatch.delenv(RUN_ENV, raising=False)
     untrusted = _load_in_child(model, subprocess_env(HF_MODULES_CACHE=str(tmp_path / "modules")))
     # without the parent's trust, transformers quietly gives its own class: not the parent's
     assert untrusted.returncode == 0, untrusted.stderr[-3000:]
@@ -61,12 +62,11 @@ def test_spawned_worker_trusts_the_model_code_as_the_parent_did(
     processor = AutoProcessor.from_pretrained(str(model), trust_remote_code=True)
     assert type(processor).__name__ == "RemoteTokenizerFast"
     render.remember(str(model), processor)
-    trusted = _load_in_child(
-        model, {**subprocess_env(), render.TRUSTED_ENV: os.environ[render.TRUSTED_ENV]}
-    )
+    trusted = _load_in_child(model, {**subprocess_env(), RUN_ENV: os.environ[RUN_ENV]})
     assert trusted.returncode == 0, trusted.stderr[-3000:]
     assert trusted.stdout.strip() == "RemoteTokenizerFast"
 
     plain = demo.write_model(tmp_path / "plain")
     render.remember(str(plain), AutoProcessor.from_pretrained(str(plain)))
-    assert str(plain) not in os.environ[render.TRUSTED_ENV]  # a plain model is not trusted
+    # a plain model is not trusted
+    assert str(plain) not in RunOptions.from_json(os.environ[RUN_ENV]).trusted_models

@@ -40,11 +40,11 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data import inline_media, media, media_paths
 from speculators_qwen_compat.data.ledger import REPORT_NAME
-from speculators_qwen_compat.data.quality import STRICT_ENV
 
 if TYPE_CHECKING:
     from speculators_qwen_compat.fixes.data.run_report import Report
@@ -68,6 +68,8 @@ speculators_qwen_compat options (besides the release's own, above):
                             '{"max_pixels": 1003520}' or '{"size": {"longest_edge": N}}'):
                             images are counted with it locally and it is sent with every
                             render request (0.8+; docs/images.md)
+  --render-retry-seconds S  with --render-endpoint URL: how long each render request is
+                            retried while the server is unreachable (default 180)
   --strict-data             data-quality warnings (placeholder or boilerplate replies,
                             prompt-only rows, exact duplicates) are fatal
   --debug                   show the traceback of a fatal error
@@ -103,6 +105,7 @@ def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--strict-data", action="store_true")
     parser.add_argument("--mm-processor-kwargs", default=None)
     parser.add_argument("--media-dir", default=None)
+    parser.add_argument("--render-retry-seconds", default=None)
     parser.add_argument("--debug", action="store_true")
     return parser.parse_known_args(args)
 
@@ -115,13 +118,24 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     media_paths.choose_root(ours.media_dir)
     # inline images (Image() bytes, data: URIs) are written beside --output (inline_media.py)
     inline_media.choose_folder(Path(_option_value(rest, "--output", "./output")))
-    if ours.strict_data:
-        os.environ[STRICT_ENV] = "1"
+    run_options.update(strict_data=ours.strict_data)
+    if ours.render_retry_seconds is not None:  # else as inherited (a parent's, or the default)
+        run_options.update(render_retry_seconds=_seconds(ours.render_retry_seconds))
     activate()
     from speculators_qwen_compat.fixes.data import run_report
 
     with run_report.reporting(announce=False) as report:  # the summary is our last line
         return _prepare_reported(rest, report)
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise CompatError(f"--render-retry-seconds {text}: give a number of seconds, 0 or more")
+    return seconds
 
 
 def _prepare_reported(rest: list[str], report: Report) -> int:
@@ -135,7 +149,7 @@ def _prepare_reported(rest: list[str], report: Report) -> int:
     if typer_command:
         code, staged = _run_typer_command(rest, wants_help, report)
     else:
-        if os.environ.get(media.MM_KWARGS_ENV) and not wants_help:
+        if media.processor_kwargs() and not wants_help:
             raise CompatError(
                 "--mm-processor-kwargs applies to speculators 0.8+ (rendering through vLLM's "
                 "request handling); on this release the target's processor counts images with "

@@ -46,15 +46,13 @@ def activate() -> None:
 def apply_data_flags(flags: argparse.Namespace) -> None:
     """Hand the data flags prepare_data and doctor share (--conversations-key, the flat-column
     mapping, --unknown-roles) to the data path, which reads them in every map worker from the
-    environment. Imported here, not at module level: run and train never need them."""
-    from speculators_qwen_compat.data.columns import CONVERSATIONS_KEY_ENV, ColumnOptions
+    run's options. Imported here, not at module level: run and train never need them."""
+    from speculators_qwen_compat.data.columns import ColumnOptions
     from speculators_qwen_compat.data.normalize import choose_unknown_roles
 
-    if flags.conversations_key:
-        os.environ[CONVERSATIONS_KEY_ENV] = flags.conversations_key
     ColumnOptions.from_flags(
         flags.conversations_key, flags.prompt_column, flags.response_column, flags.system_column
-    ).to_env()
+    ).export()
     choose_unknown_roles(flags.unknown_roles)
 
 

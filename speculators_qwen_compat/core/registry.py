@@ -52,15 +52,21 @@ class _Registry:
             try:
                 verdict, found = check(fix, module_name, module)
             except Exception as exc:  # a shape check must never break upstream's import
-                verdict = Verdict(FixState.FAILED, f"shape check raised {type(exc).__name__}: {exc}")
+                verdict = Verdict(
+                    FixState.FAILED, f"shape check raised {type(exc).__name__}: {exc}"
+                )
             if verdict.state == FixState.APPLIED and found is not None:
                 mark = self.patcher.mark()
                 try:
                     fix.apply(found, self.patcher)
                 except Exception as exc:
                     self.patcher.restore(mark)  # a half-applied fix is no fix
-                    verdict = Verdict(FixState.FAILED, f"applying raised {type(exc).__name__}: {exc}")
-                    log.warning("fix %s not applied to %s: %s", fix.name, module_name, verdict.reason)
+                    verdict = Verdict(
+                        FixState.FAILED, f"applying raised {type(exc).__name__}: {exc}"
+                    )
+                    log.warning(
+                        "fix %s not applied to %s: %s", fix.name, module_name, verdict.reason
+                    )
             if primary or fix.name not in self.states or verdict.state == FixState.FAILED:
                 self.states[fix.name] = self.status_of(fix, verdict.state, verdict.reason)
 

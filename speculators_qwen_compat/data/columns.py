@@ -16,20 +16,17 @@ the row has it; then the known names; then any column holding a list of turns (o
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from speculators_qwen_compat.core import run_options
 
 #: Column names that hold a conversation, tried in this order.
 CONVERSATION_KEYS = ("conversations", "messages", "conversation")
 #: Row-level system prompt columns read alongside a conversation (LLaMA-Factory, Anthropic API).
 SYSTEM_KEYS = ("system",)
 TURN_KEYS = ("role", "from")
-
-OPTIONS_ENV = "SPECULATORS_QWEN_COMPAT_COLUMNS"
-#: Set by ``--conversations-key``; read in the map workers, which inherit the environment.
-CONVERSATIONS_KEY_ENV = "SPECULATORS_QWEN_COMPAT_CONVERSATIONS_KEY"
 
 #: Flat column names users' data sets use, for the suggestion in the "no conversation" error.
 PROMPT_NAMES = ("instruction", "prompt", "question", "query", "problem", "input", "context")
@@ -50,20 +47,24 @@ class ColumnOptions:
     response: str | None = None
     system: str | None = None
 
-    def to_env(self) -> None:
-        """Export for the ``datasets.map`` workers (forked or spawned, they inherit it)."""
-        os.environ[OPTIONS_ENV] = json.dumps(
-            [self.conversations_key, list(self.prompt), self.response, self.system]
+    def export(self) -> None:
+        """Into the run's options, for this process and the ``datasets.map`` workers."""
+        run_options.update(
+            conversations_key=self.conversations_key,
+            prompt_columns=self.prompt,
+            response_column=self.response,
+            system_column=self.system,
         )
 
     @classmethod
-    def from_env(cls) -> ColumnOptions:
-        raw = os.environ.get(OPTIONS_ENV)
-        key = os.environ.get(CONVERSATIONS_KEY_ENV) or None
-        if not raw:
-            return cls(conversations_key=key)
-        conv, prompt, response, system = json.loads(raw)
-        return cls(conv or key, tuple(prompt), response, system)
+    def of_this_run(cls) -> ColumnOptions:
+        options = run_options.current()
+        return cls(
+            options.conversations_key,
+            options.prompt_columns,
+            options.response_column,
+            options.system_column,
+        )
 
     @classmethod
     def from_flags(

@@ -356,7 +356,7 @@ def check_first_rows(path: Any, first: list[RawRow], conversation_key: str | Non
         )
     if any("input_ids" in row and "loss_mask" in row for row in parsed):
         return True
-    options = ColumnOptions.from_env()
+    options = ColumnOptions.of_this_run()
     if conversation_key:
         options = ColumnOptions(conversation_key, options.prompt, options.response, options.system)
     for row in parsed:

@@ -9,7 +9,7 @@ be copied into the training set) and its hidden-state step sends each row's imag
 ``file://`` paths (``--allowed-local-media-path``).
 
 Shape: each image's bytes are written once to ``<media folder>/<sha256>.<format>`` (the folder
-``prepare_data`` names beside ``--output``, exported in ``MEDIA_DIR_ENV`` for the map workers),
+``prepare_data`` names beside ``--output``, in the run's options for the map workers),
 by a write to a temporary name and an atomic rename, so workers writing the same image at once,
 a killed run and a rerun all leave one whole file; an existing file is reused, never rewritten
 or deleted. The row then names the file by its absolute path, as a path part. Without a media
@@ -26,8 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-#: The media folder of this run (absolute), set by prepare_data for the map workers.
-MEDIA_DIR_ENV = "SPECULATORS_QWEN_COMPAT_MEDIA_DIR"
+from speculators_qwen_compat.core import run_options
+
 #: The media folder's name beside ``--output``: ``<output>-media``.
 SUFFIX = "-media"
 
@@ -59,10 +59,10 @@ def choose_folder(output: Path | None) -> Path | None:
     """Export the media folder of a run writing ``output`` (None: no folder, inline images are
     skips) for this process and its map workers; the folder is made on the first image."""
     if output is None:
-        os.environ.pop(MEDIA_DIR_ENV, None)
+        run_options.update(inline_media_dir=None)
         return None
     folder = folder_for(output)
-    os.environ[MEDIA_DIR_ENV] = str(folder)
+    run_options.update(inline_media_dir=str(folder))
     return folder
 
 
@@ -77,12 +77,12 @@ def scratch_folder() -> Path:
 
     made = Path(tempfile.mkdtemp(prefix="speculators-qwen-compat-media-"))
     atexit.register(shutil.rmtree, made, True)
-    os.environ[MEDIA_DIR_ENV] = str(made)
+    run_options.update(inline_media_dir=str(made))
     return made
 
 
 def media_folder() -> Path | None:
-    value = os.environ.get(MEDIA_DIR_ENV)
+    value = run_options.current().inline_media_dir
     return Path(value) if value else None
 
 

@@ -4,9 +4,9 @@
 memory. Each process keeps counters for the batch it is in and, when the outermost batch ends,
 appends one JSON line to ``<ledger dir>/<pid>.jsonl``: rows seen, skips with their reasons, notes
 (counted events such as unknown roles treated as assistant) and the batch's data-quality
-statistics (quality.py). The run (see fixes/run_report.py) makes
-the directory, exports it in ``SPECULATORS_QWEN_COMPAT_LEDGER`` before the map starts (forked and
-spawned workers inherit it) and adds the lines up at the end.
+statistics (quality.py). The run (fixes/data/run_report.py) makes the directory, sets it in the
+run's options (core/run_options.py: forked and spawned workers inherit them) before the map
+starts, and adds the lines up at the end.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.data import run_folders
 from speculators_qwen_compat.data.quality import QualityStats
 
 log = logging.getLogger("speculators_qwen_compat")
 
-LEDGER_ENV = "SPECULATORS_QWEN_COMPAT_LEDGER"
 #: The file prepare_data writes beside upstream's output: what the run read, kept and skipped.
 REPORT_NAME = "compat_report.json"
 EXAMPLES_PER_REASON = 5
@@ -143,7 +143,7 @@ def _write(pending: _Pending) -> None:
     each skip reason and note once."""
     if not pending:
         return
-    directory = os.environ.get(LEDGER_ENV)
+    directory = run_options.current().ledger_dir
     if directory and os.path.isdir(directory):
         record: dict[str, Any] = {"seen": pending.seen, "skips": pending.skips}
         if pending.notes:
@@ -239,8 +239,8 @@ class Ledger:
         # owned and swept like a run folder: a killed run's ledger does not stay in /tmp
         self.folder = run_folders.make(Path(tempfile.gettempdir()), "sqc-ledger-")
         self.directory = str(self.folder)
-        self._previous = os.environ.get(LEDGER_ENV)
-        os.environ[LEDGER_ENV] = self.directory
+        self._previous = run_options.current().ledger_dir
+        run_options.update(ledger_dir=self.directory)
 
     def tally(self) -> Tally:
         tally = Tally()
@@ -263,9 +263,6 @@ class Ledger:
 
     def close(self) -> Tally:
         tally = self.tally()
-        if self._previous is None:
-            os.environ.pop(LEDGER_ENV, None)
-        else:
-            os.environ[LEDGER_ENV] = self._previous
+        run_options.update(ledger_dir=self._previous)
         run_folders.release(self.folder)
         return tally

@@ -32,13 +32,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data import media_faults, vllm_tokenizer
 
@@ -61,10 +61,6 @@ NO_IMAGES = (
     "them (pip install pillow torchvision) or render through a vLLM server with "
     "--render-endpoint URL"
 )
-#: ``--mm-processor-kwargs`` (JSON), exported for the map workers: vLLM's per-request
-#: ``mm_processor_kwargs`` (``max_pixels``, ``min_pixels``, ``size``), applied to local counting
-#: and sent with every render request to a server (fixes/data/local_render.py).
-MM_KWARGS_ENV = "SPECULATORS_QWEN_COMPAT_MM_PROCESSOR_KWARGS"
 #: vLLM's own limit on an image's pixels (``VLLM_MAX_IMAGE_PIXELS``, default 178,956,970).
 VLLM_MAX_IMAGE_PIXELS = 178_956_970
 
@@ -237,19 +233,15 @@ def checked(image: Any) -> None:
 
 def processor_kwargs() -> dict[str, Any]:
     """``--mm-processor-kwargs`` as this run was given it (``{}`` when not)."""
-    return _parsed_kwargs(os.environ.get(MM_KWARGS_ENV, ""))
-
-
-@functools.lru_cache(maxsize=4)
-def _parsed_kwargs(text: str) -> dict[str, Any]:
-    return json.loads(text) if text else {}
+    return dict(run_options.current().mm_processor_kwargs)
 
 
 def choose_processor_kwargs(text: str | None) -> None:
     """``--mm-processor-kwargs JSON``: checked (a JSON object) and exported for the map
     workers; anything else is the run's one-line error."""
     if text is None:
-        os.environ.pop(MM_KWARGS_ENV, None)  # not inherited from an earlier run in this process
+        # not inherited from an earlier run in this process
+        run_options.update(mm_processor_kwargs={})
         return
     try:
         value = json.loads(text)
@@ -260,7 +252,7 @@ def choose_processor_kwargs(text: str | None) -> None:
             f"--mm-processor-kwargs {text}: give a JSON object, e.g. "
             "'{\"max_pixels\": 1003520}' (as the vLLM server was started with)"
         )
-    os.environ[MM_KWARGS_ENV] = json.dumps(value, sort_keys=True)
+    run_options.update(mm_processor_kwargs=value)
 
 
 def pillow() -> tuple[Any, Any]:

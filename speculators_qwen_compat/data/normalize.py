@@ -40,7 +40,6 @@ the reason counted in the skip report.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from collections.abc import Mapping
@@ -48,6 +47,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.data.columns import (
     CONVERSATION_KEYS,
     ColumnOptions,
@@ -83,7 +83,6 @@ ROLE_TABLE: dict[str, str] = {
 
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 TOOLS_KEYS = ("tools", "functions")  # OpenAI tools; OpenAI's legacy functions
-UNKNOWN_ROLES_ENV = "SPECULATORS_QWEN_COMPAT_UNKNOWN_ROLES"
 UNKNOWN_ROLE_CHOICES = ("release", "assistant", "drop", "skip")
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
 
@@ -135,7 +134,7 @@ def _release() -> str:
 def unknown_role_policy(release_roles: str | None = None) -> str:
     """ "assistant", "drop" or "skip": ``--unknown-roles``, else the installed release's own
     (``release_roles`` when the caller read it from upstream's shape, else by version)."""
-    chosen = os.environ.get(UNKNOWN_ROLES_ENV, "release")
+    chosen = run_options.current().unknown_roles
     if chosen in ("assistant", "drop", "skip"):
         return chosen
     if release_roles:
@@ -158,12 +157,12 @@ def choose_unknown_roles(value: str | None) -> None:
         raise CompatError(
             f"--unknown-roles {value}: choose one of {', '.join(UNKNOWN_ROLE_CHOICES)}"
         )
-    os.environ[UNKNOWN_ROLES_ENV] = value
+    run_options.update(unknown_roles=value)
 
 
 def _unknown_role_note(role: str, policy: str) -> str:
     how = "treated as assistant" if policy == "assistant" else "dropped"
-    if os.environ.get(UNKNOWN_ROLES_ENV, "release") == policy:
+    if run_options.current().unknown_roles == policy:
         return f"turns with role {role!r} {how} (--unknown-roles {policy})"
     return f"turns with role {role!r} {how}, as speculators {_release() or 'upstream'} does"
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-STRICT_ENV = "SPECULATORS_QWEN_COMPAT_STRICT_DATA"
+from speculators_qwen_compat.core import run_options
+
 HASH_BYTES = 8
 
 #: One reply text this share of a file's replies (and at least this many) is a placeholder.
@@ -235,4 +235,4 @@ def summary(found: dict[str, dict[str, Any]]) -> str:
 
 
 def strict() -> bool:
-    return os.environ.get(STRICT_ENV, "") not in ("", "0")
+    return run_options.current().strict_data

@@ -34,17 +34,14 @@ user gave is sent as its JSON text, which vLLM parses back to the same mapping.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.data import media, segment_encoder, vllm_tokenizer
 from speculators_qwen_compat.data.content_format import OPENAI, content_format
 
 _processors: dict[str, Any] = {}
-#: Model paths whose processor the parent loaded as remote code (``trust_remote_code=True``),
-#: joined with os.pathsep: spawned map workers read it to load the same processor.
-TRUSTED_ENV = "SPECULATORS_QWEN_COMPAT_TRUSTED_MODELS"
 REMOTE_CODE_MODULES = "transformers_modules."  # where transformers puts a repository's code
 
 
@@ -55,8 +52,9 @@ def remember(model_path: str, processor: Any) -> None:
     tokenizer = getattr(processor, "tokenizer", processor)
     vllm_tokenizer.for_rendering(tokenizer)  # loaded once here, before map workers fork
     if any(type(o).__module__.startswith(REMOTE_CODE_MODULES) for o in (processor, tokenizer)):
-        trusted = set(filter(None, os.environ.get(TRUSTED_ENV, "").split(os.pathsep)))
-        os.environ[TRUSTED_ENV] = os.pathsep.join(sorted(trusted | {model_path}))
+        # the run's options carry it to spawned map workers, which load the same processor
+        trusted = run_options.current().trusted_models
+        run_options.update(trusted_models=tuple(sorted({*trusted, model_path})))
 
 
 def processor_for(model_path: str) -> Any:
@@ -66,7 +64,7 @@ def processor_for(model_path: str) -> Any:
     if processor is None:
         from transformers import AutoProcessor
 
-        trust = model_path in os.environ.get(TRUSTED_ENV, "").split(os.pathsep)
+        trust = model_path in run_options.current().trusted_models
         processor = AutoProcessor.from_pretrained(model_path, trust_remote_code=trust)
         _processors[model_path] = processor
     return processor

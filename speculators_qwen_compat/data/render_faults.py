@@ -36,20 +36,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data import media_faults
-from speculators_qwen_compat.data.inline_media import MEDIA_DIR_ENV
 
 log = logging.getLogger("speculators_qwen_compat")
 
-#: Seconds a render keeps retrying a server that fails, from its first failure.
-RETRY_SECONDS_ENV = "SPECULATORS_QWEN_COMPAT_RENDER_RETRY_SECONDS"
 RETRY_SECONDS = 180.0
 #: A server that answers "no such thing here" is at the wrong address, not busy.
 WRONG_ADDRESS = frozenset({401, 403, 404, 405, 407})
@@ -156,7 +153,7 @@ def media_config_fault(exc: BaseException) -> str | None:
     if found is not None and OUTSIDE_ALLOWED in found[1]:
         # vLLM masks the path (by depth): which image it was cannot be told, and every image
         # outside that folder meets the same refusal again in the hidden-state step
-        media = os.environ.get(MEDIA_DIR_ENV)
+        media = run_options.current().inline_media_dir
         wrote = f"the images this run wrote to {media} or " if media else ""
         return (
             f"the render server cannot read {wrote}an image the data names (vLLM: "
@@ -241,8 +238,9 @@ def budget(exc: BaseException) -> float:
     if found is not None and found[0] in WRONG_ADDRESS:
         return WRONG_ADDRESS_SECONDS
     try:
-        return float(os.environ.get(RETRY_SECONDS_ENV) or RETRY_SECONDS)
-    except ValueError:
+        chosen = run_options.current().render_retry_seconds
+        return RETRY_SECONDS if chosen is None else float(chosen)
+    except (TypeError, ValueError):
         return RETRY_SECONDS
 
 

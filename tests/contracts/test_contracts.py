@@ -18,11 +18,10 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import RELEASE, program, subprocess_env
+from conftest import RELEASE, program, run_options_env, subprocess_env
 from packaging.version import Version
 
 from speculators_qwen_compat.core.startup import ENV_SWITCH
-from speculators_qwen_compat.data.render_faults import RETRY_SECONDS_ENV
 
 PROBE = program("contract_probe")
 OLD = Version("0.6") > RELEASE  # 0.5 drops tool turns, tool calls and reasoning_content
@@ -90,7 +89,7 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
     for mode in ("0", "1"):
         out = work / f"probe-{mode}.json"
         # a render server that is not there: the fix's retry budget cut to a second
-        env = subprocess_env(**{ENV_SWITCH: mode, RETRY_SECONDS_ENV: "1"})
+        env = subprocess_env(**{ENV_SWITCH: mode}, **run_options_env(render_retry_seconds=1))
         command = [sys.executable, "-P", str(PROBE), str(work / mode), str(out)]
         runs[mode] = (out, subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, text=True))  # fmt: skip

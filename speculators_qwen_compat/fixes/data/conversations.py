@@ -32,7 +32,6 @@ a dataset (<= 0.5) or takes only the path and returns ``(dataset, normalize_fn)`
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from speculators_qwen_compat.core.errors import DataError
@@ -47,11 +46,7 @@ from speculators_qwen_compat.core.upstream import (
     parameters,
 )
 from speculators_qwen_compat.data import ledger, media_paths, processor_media, weights
-from speculators_qwen_compat.data.columns import (
-    CONVERSATIONS_KEY_ENV,
-    ColumnOptions,
-    no_conversation_message,
-)
+from speculators_qwen_compat.data.columns import ColumnOptions, no_conversation_message
 from speculators_qwen_compat.data.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
@@ -113,7 +108,7 @@ class ConversationsFix(Fix):
                 result = wrapped(*args, **kwargs)
                 _require_conversations(spec, result[0] if returns_pair else result)
                 return result
-            dataset = load_rows(files, os.environ.get(CONVERSATIONS_KEY_ENV) or None)
+            dataset = load_rows(files, ColumnOptions.of_this_run().conversations_key)
             if dataset is None:  # speculator-format rows: upstream reads them itself
                 result = wrapped(*args, **kwargs)
                 if returns_pair:
@@ -196,7 +191,7 @@ def read_batch(
     and for the row guard the ``file:line`` source of each row kept and the indices of its
     weight-0 assistant turns.
     """
-    options = ColumnOptions.from_env()
+    options = ColumnOptions.of_this_run()
     lines = examples.get(LINE_COLUMN)
     sources = examples.get(SOURCE_COLUMN)
     columns = [k for k in examples if k not in (LINE_COLUMN, SOURCE_COLUMN)]
@@ -289,7 +284,7 @@ def _refuse_lone_surrogates(conversation: list[dict[str, Any]], tools: Any) -> N
 
 def _require_conversations(spec: str, dataset: Any) -> None:
     columns = list(getattr(dataset, "column_names", None) or [])
-    options = ColumnOptions.from_env()
+    options = ColumnOptions.of_this_run()
     if not columns or is_pretokenized(dict.fromkeys(columns)):
         return
     try:

@@ -27,12 +27,12 @@ counted skip saying so.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from inspect import BoundArguments
 from types import ModuleType
 from typing import Any
 
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import (
@@ -404,6 +404,6 @@ class _FoldRowErrors:
     counts those rows and the run's summary names their reasons."""
 
     def filter(self, record: Any) -> bool:
-        if not os.environ.get(ledger.LEDGER_ENV):
+        if not run_options.current().ledger_dir:
             return True
         return UPSTREAM_ROW_ERROR not in record.getMessage()

@@ -122,6 +122,9 @@ def _layers(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any
     if not ids:
         check.say("target layer ids", "none recorded (vLLM picks its default layers)")
         return
+    if layers < 1:  # the verifier's config does not say: nothing to compare with
+        check.say("target layer ids", f"{ids} (the verifier's config gives no num_hidden_layers)")
+        return
     # Both sides count 0 = the embeddings and L = the input of decoder layer L (the output of
     # the last layer at L = num_hidden_layers).
     outside = [i for i in ids if not 0 <= i <= layers]

@@ -9,6 +9,9 @@ shipped) and on (``python -m speculators_qwen_compat.train``), then judged on he
 verifier wrote itself against the verifier's greedy tokens (transformers' float32 forward):
 
 1. bench/acceptance_data.py: the verifier, its text, offline hidden states (once per verifier);
+   for the cases on vLLM's states, bench/acceptance_states.py: the same training rows' states as
+   ``generate-offline-data`` gets them from vLLM serving the verifier in bf16 (what users train
+   on, and the verifier vLLM serves in step 4);
 2. training, ``--hidden-states-dtype float32`` (bf16 autocast is ~10x slower on CPU);
 3. bench/acceptance_eval.py: targets' agreement, the drafter's top-1 agreement at each
    speculative step, mean accepted length (offline: every position of the held-out text);
@@ -21,7 +24,8 @@ verifier wrote itself against the verifier's greedy tokens (transformers' float3
 
 Cases: EAGLE-3 on the dense verifier (``Qwen3_5ForCausalLM``; 0.9.0), DFlash on the MoE verifier
 (``Qwen3_5MoeForCausalLM``; 0.9.0, whose norm-type list lacks ``qwen3_5_moe``, and 0.8.1, which
-builds ``Qwen3RMSNorm``) and on the dense one (0.9.0). Prints the table and writes it between
+builds ``Qwen3RMSNorm``) and on the dense one (0.9.0), each on transformers' float32 states; the
+same DFlash cases on vLLM's states (dense 0.8.1 too). Prints the table and writes it between
 the acceptance markers of docs/training.md and bench/RESULTS.md. ``--quick`` is a few-minute
 smoke run of the same steps.
 
@@ -54,6 +58,7 @@ sys.path.append(str(ROOT / "tools"))  # doc_block
 sys.path.append(str(ROOT))  # speculators_qwen_compat.training.served_drafter (pure Python)
 
 import acceptance_onpolicy  # noqa: E402
+import acceptance_states  # noqa: E402
 import cpu_trainer  # noqa: E402
 import doc_block  # noqa: E402
 import vllm_server  # noqa: E402
@@ -65,6 +70,7 @@ DOC = ROOT / "docs" / "training.md"
 BLOCK = "acceptance"
 MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream would add <|MASK|>
 AUX_LAYERS = ["2", "4", "5"]  # bench/acceptance_data.py AUX_LAYERS
+LAST_LAYER = 8  # tests/pipeline/models.py NUM_LAYERS: its pre-norm output is stored after them
 KEYS = ("off", "on")
 HEADERS = ("fixes off (upstream)", "fixes on")
 #: Rows of verifier text (training, held-out), prompt and generated tokens, epochs, packing.
@@ -81,16 +87,28 @@ class Case:
     drafter: str
     steps: int  # drafts per speculation: EAGLE-3 ttt steps, DFlash block size - 1
     flags: tuple[str, ...] = ()
+    #: whose hidden states it trains on: transformers' float32 forward, or vLLM's (bf16,
+    #: generate-offline-data: bench/acceptance_states.py)
+    states: str = "transformers"
 
 
 DFLASH = ("--block-size", "8", "--max-anchors", "32")
+VLLM_STATES = "vllm"
 EAGLE3 = ("--ttt-steps", "3")
 CASES = (
     Case("EAGLE-3, dense Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_text", "eagle3", 3, EAGLE3),
     Case("DFlash, MoE Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_moe_text", "dflash", 7, DFLASH),
     Case("DFlash, MoE Qwen3.5, 0.8.1", "0.8.1", "qwen3_5_moe_text", "dflash", 7, DFLASH),
     Case("DFlash, dense Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_text", "dflash", 7, DFLASH),
-)
+    Case("DFlash, MoE Qwen3.5, 0.9.0, vLLM's states", "0.9.0", "qwen3_5_moe_text", "dflash", 7,
+         DFLASH, VLLM_STATES),
+    Case("DFlash, MoE Qwen3.5, 0.8.1, vLLM's states", "0.8.1", "qwen3_5_moe_text", "dflash", 7,
+         DFLASH, VLLM_STATES),
+    Case("DFlash, dense Qwen3.5, 0.9.0, vLLM's states", "0.9.0", "qwen3_5_text", "dflash", 7,
+         DFLASH, VLLM_STATES),
+    Case("DFlash, dense Qwen3.5, 0.8.1, vLLM's states", "0.8.1", "qwen3_5_text", "dflash", 7,
+         DFLASH, VLLM_STATES),
+)  # fmt: skip
 #: the on-policy arm (bench/acceptance_onpolicy.py): the first case's drafter, fixes on
 ARM = Case(
     "EAGLE-3, placeholder vs regenerated replies, dense Qwen3.5, 0.9.0", "0.9.0", "qwen3_5_text",
@@ -101,14 +119,18 @@ EQUAL_HEADERS = ("placeholder replies (as given)", "regenerated, trained for the
 ONPOLICY = "onpolicy"
 
 
-def make_data(verifier: str, work: Path, size: dict) -> Path:
-    """The verifier and its data, once per verifier kind (both releases read the same files)."""
+def make_data(verifier: str, work: Path, size: dict, vllm_states: bool = False) -> Path:
+    """The verifier and its data, once per verifier kind (both releases read the same files);
+    with ``vllm_states``, the training rows' states as vLLM extracts them too."""
     out = work / f"data-{verifier}"
     if not (out / "data.json").is_file():
         numbers = [size["train"], size["heldout"], size["prompt"], size["new"]]
         command = [str(RELEASE_PYTHON), DATA_RELEASE, str(ROOT / "bench" / "acceptance_data.py"),
                    verifier, str(out), *map(str, numbers)]  # fmt: skip
         run(command, work / "logs" / f"{out.name}.log", release_env(True))
+    if vllm_states:
+        layer_ids = [*map(int, AUX_LAYERS), LAST_LAYER]
+        acceptance_states.vllm_states(out, work, layer_ids)
     return out
 
 
@@ -126,6 +148,9 @@ def train(
     """Train ``case``'s drafter on ``source`` (default ``data/train``), judge it on
     ``data/heldout.pt``; ``tag`` names the run (default: the fixes' state)."""
     label = f"{case.drafter}-{case.verifier}-{case.release}-{tag or ('on' if fixes else 'off')}"
+    if case.states == VLLM_STATES:
+        label += "-vllm-states"
+        source = source or data / acceptance_states.FOLDER
     save, metrics = work / f"ckpt-{label}", work / f"metrics-{label}.jsonl"
     metrics.unlink(missing_ok=True)
     module = "speculators_qwen_compat.train" if fixes else "speculators.train"
@@ -428,9 +453,11 @@ def main(argv: list[str]) -> int:
     work = args.work / ("quick" if args.quick else "full")
     started = time.monotonic()
     kinds = sorted({case.verifier for case in picked} | ({ARM.verifier} if arm else set()))
+    extracted = {case.verifier for case in picked if case.states == VLLM_STATES}
     # The cases are independent processes: run side by side (--jobs), data first.
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        data = dict(zip(kinds, pool.map(lambda k: make_data(k, work, size), kinds), strict=True))
+        made = pool.map(lambda k: make_data(k, work, size, k in extracted), kinds)
+        data = dict(zip(kinds, made, strict=True))
         jobs = [partial(run_case, c, data[c.verifier], work, size) for c in picked]
         if arm:
             jobs.append(partial(run_arm, data[ARM.verifier], work, size))
@@ -469,7 +496,11 @@ def note(size: dict, minutes: float, quick: bool) -> str:
         "figures are over every position of the held-out text (teacher-forced drafts, which "
         "equal the speculative chain up to the first rejection); vLLM's are over the drafts its "
         "schedule made while decoding the held-out prompts greedily (bf16), which start only "
-        "after the accepted tokens and the verifier's correction: lower than the offline top-1."
+        "after the accepted tokens and the verifier's correction: lower than the offline top-1. "
+        "Cases marked \"vLLM's states\" train on the same rows' hidden states as vLLM extracts "
+        "them (bf16, speculators 0.9.0's generate-offline-data against vLLM serving the "
+        "verifier with extract_hidden_states), the states users train on; the others on "
+        "transformers' float32 states."
     )
 
 

@@ -337,3 +337,17 @@ def test_an_image_value_uses_its_path_only_when_the_file_holds_its_bytes(
     assert Path(got).read_bytes() == ours
     Path("x.png").write_bytes(ours)
     assert _user(_chat([part, TEXT]))[0] == {"type": "image", "path": at("x.png")}
+
+
+def test_responses_text_parts_are_text_and_other_parts_a_named_skip() -> None:
+    """OpenAI Responses' ``input_text``/``output_text`` parts are read as text (placeholders in
+    them too); a part type nothing reads is a skip naming it, never "not a data problem"."""
+    row = _chat([{"type": "input_text", "text": "Hi <image>"}], image="cat.png")
+    assert _user(row) == [{"type": "text", "text": "Hi "}, {"type": "image", "path": at("cat.png")}]
+    turns = [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+             {"role": "assistant", "content": [{"type": "output_text", "text": "Yo"}]}]  # fmt: skip
+    got = normalize_row({"messages": turns}).conversation
+    assert got[1]["content"] == [{"type": "text", "text": "Yo"}]
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat([{"type": "input_audio", "input_audio": {"data": "x"}}]))
+    assert str(raised.value).startswith("a content part of type 'input_audio'")

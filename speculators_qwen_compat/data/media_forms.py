@@ -59,6 +59,10 @@ KINDS = ("image", "video")
 PLACEHOLDER = {"image": "<image>", "video": "<video>"}
 COLUMNS = {"image": ("images", "image"), "video": ("videos", "video")}
 _SPLIT = re.compile("(<image>|<video>)")
+#: text parts: ours and upstream's, and OpenAI Responses' input_text/output_text
+TEXT_PARTS = ("text", "input_text", "output_text")
+#: part types read; any other is a counted skip naming its type (upstream names a URL-less part)
+READ_PARTS = (*TEXT_PARTS, *KINDS, "image_url", "video_url", "input_image")
 INLINE = "inline (base64) media in content; give file paths or URLs"
 FRAME_LIST = (
     "video given as a list of frames (the qwen-vl-utils form): vLLM renders a video file "
@@ -288,7 +292,9 @@ def _texts(content: Any) -> list[str]:
         return [
             p["text"]
             for p in content
-            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            if isinstance(p, Mapping)
+            and p.get("type") in TEXT_PARTS
+            and isinstance(p.get("text"), str)
         ]
     return []
 
@@ -320,7 +326,7 @@ def _split(content: Any, pending: dict[str, Any]) -> list[Any]:
         if bare is not None:
             out.append(_source_part(bare, next(pending[bare])))
             continue
-        is_text = isinstance(part, Mapping) and part.get("type") == "text"
+        is_text = isinstance(part, Mapping) and part.get("type") in TEXT_PARTS
         if not is_text or not isinstance(part.get("text"), str):
             out.append(part)
             continue

@@ -241,6 +241,7 @@ def test_inline_images_are_written_once_by_content(tmp_path: Path, monkeypatch: 
 
 def test_an_image_value_with_a_usable_path_uses_the_path(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv(RUN_ENV, RunOptions(inline_media_dir=str(tmp_path / "out-media")).to_json())
+    (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # the value's own bytes
     row = _chat(
         "<image>",
         images=[
@@ -315,3 +316,38 @@ def test_a_videos_column_of_frame_lists_is_a_skip_naming_the_form() -> None:
     with pytest.raises(BadConversation) as raised:
         normalize_row(_chat("<video>", videos=[["f1.jpg", "f2.jpg"]]))
     assert "list of frames (qwen-vl-utils video form)" in str(raised.value)
+
+
+def test_an_image_value_uses_its_path_only_when_the_file_holds_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``{"bytes": B, "path": "x.png"}`` with another image named x.png in the working
+    directory: the dataset's own bytes are used (written to the media folder), never the other
+    file; a file holding exactly B is used by its path."""
+    import hashlib
+
+    media = tmp_path / "media"
+    monkeypatch.setenv(RUN_ENV, RunOptions(inline_media_dir=str(str(media))).to_json())
+    ours = b"\x89PNG\r\n\x1a\n" + b"ours" * 8
+    other = b"\x89PNG\r\n\x1a\n" + b"else" * 8
+    Path("x.png").write_bytes(other)
+    part = {"type": "image", "image": {"bytes": ours, "path": "x.png"}}
+    got = _user(_chat([part, TEXT]))[0]["path"]
+    assert got == str(media / f"{hashlib.sha256(ours).hexdigest()}.png")
+    assert Path(got).read_bytes() == ours
+    Path("x.png").write_bytes(ours)
+    assert _user(_chat([part, TEXT]))[0] == {"type": "image", "path": at("x.png")}
+
+
+def test_responses_text_parts_are_text_and_other_parts_a_named_skip() -> None:
+    """OpenAI Responses' ``input_text``/``output_text`` parts are read as text (placeholders in
+    them too); a part type nothing reads is a skip naming it, never "not a data problem"."""
+    row = _chat([{"type": "input_text", "text": "Hi <image>"}], image="cat.png")
+    assert _user(row) == [{"type": "text", "text": "Hi "}, {"type": "image", "path": at("cat.png")}]
+    turns = [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+             {"role": "assistant", "content": [{"type": "output_text", "text": "Yo"}]}]  # fmt: skip
+    got = normalize_row({"messages": turns}).conversation
+    assert got[1]["content"] == [{"type": "text", "text": "Yo"}]
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat([{"type": "input_audio", "input_audio": {"data": "x"}}]))
+    assert str(raised.value).startswith("a content part of type 'input_audio'")

@@ -23,7 +23,8 @@ Forms read here (``docs/images.md``):
   placeholder the verifier never sees. In assistant turns the text is the reply's own and stays.
 - inline images (``data:`` URIs, ``base64`` keys, Anthropic ``source`` blocks, ``Image()``
   values as bytes or decoded) are written once to the run's media folder and named by path
-  (data/inline_media.py); an ``Image()`` value whose path names a file here uses the path;
+  (data/inline_media.py); an ``Image()`` value whose path names a file here holding the same
+  bytes uses the path, a file of that name with other content is not used (the bytes are);
 - the Responses API's ``{"type": "input_image", "image_url": U}`` is an image part; a video
   as a list of frames (qwen-vl-utils) is a skip naming that form (vLLM renders video files);
 - relative paths become absolute against ``--media-dir``, the data file's folder or the working
@@ -58,6 +59,10 @@ KINDS = ("image", "video")
 PLACEHOLDER = {"image": "<image>", "video": "<video>"}
 COLUMNS = {"image": ("images", "image"), "video": ("videos", "video")}
 _SPLIT = re.compile("(<image>|<video>)")
+#: text parts: ours and upstream's, and OpenAI Responses' input_text/output_text
+TEXT_PARTS = ("text", "input_text", "output_text")
+#: part types read; any other is a counted skip naming its type (upstream names a URL-less part)
+READ_PARTS = (*TEXT_PARTS, *KINDS, "image_url", "video_url", "input_image")
 INLINE = "inline (base64) media in content; give file paths or URLs"
 FRAME_LIST = (
     "video given as a list of frames (the qwen-vl-utils form): vLLM renders a video file "
@@ -159,7 +164,7 @@ def _image_value(value: Any, form: str) -> str:
         if is_pil(value):
             return from_pil(value)
         path, data = value.get("path"), value.get("bytes")
-        if isinstance(path, str) and path and (not data or _usable(path)):
+        if isinstance(path, str) and path and (not data or _holds(path, data)):
             return path
         if isinstance(data, (bytes, bytearray)) and data:
             return store(bytes(data), f"Image() bytes in {form}")
@@ -170,16 +175,32 @@ def _image_value(value: Any, form: str) -> str:
     raise MediaFormError(f"{form} holds an Image() value with neither bytes nor a path")
 
 
-def _usable(path: str) -> bool:
-    """Whether an ``Image()`` value's path names a file here (else its bytes are used: a Hub
-    dataset keeps the original file name, which is nowhere on this machine)."""
-    if "://" in path:
+def _holds(path: str, data: Any) -> bool:
+    """Whether an ``Image()`` value's path names a file here holding the value's own bytes
+    (else the bytes are used: a Hub dataset keeps the original file name, and a file of that
+    name here may be another image)."""
+    if isinstance(data, str):  # base64, as a JSON export writes bytes
+        import base64
+        import binascii
+
+        try:
+            data = base64.b64decode("".join(data.split()), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+    if "://" in path or not isinstance(data, (bytes, bytearray)):
         return False
     try:
-        resolve(path)
+        found = Path(resolve(path))
     except MediaFileMissing:
         return False
-    return True
+    try:
+        return (
+            found.is_file()
+            and found.stat().st_size == len(data)
+            and (found.read_bytes() == bytes(data))
+        )
+    except OSError:
+        return False
 
 
 def column_files(row: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]]:
@@ -271,7 +292,9 @@ def _texts(content: Any) -> list[str]:
         return [
             p["text"]
             for p in content
-            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            if isinstance(p, Mapping)
+            and p.get("type") in TEXT_PARTS
+            and isinstance(p.get("text"), str)
         ]
     return []
 
@@ -303,7 +326,7 @@ def _split(content: Any, pending: dict[str, Any]) -> list[Any]:
         if bare is not None:
             out.append(_source_part(bare, next(pending[bare])))
             continue
-        is_text = isinstance(part, Mapping) and part.get("type") == "text"
+        is_text = isinstance(part, Mapping) and part.get("type") in TEXT_PARTS
         if not is_text or not isinstance(part.get("text"), str):
             out.append(part)
             continue

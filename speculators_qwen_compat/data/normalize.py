@@ -56,6 +56,8 @@ from speculators_qwen_compat.data.columns import (
     row_system,
 )
 from speculators_qwen_compat.data.media_forms import (
+    READ_PARTS,
+    TEXT_PARTS,
     MediaFormError,
     place_columns,
     upstream_part,
@@ -318,7 +320,7 @@ def _has_text(content: Any) -> bool:
     if isinstance(content, list):
         return any(_has_text(part) for part in content)
     if isinstance(content, Mapping):
-        return bool(str(content.get("text") or "").strip()) or content.get("type") != "text"
+        return bool(str(content.get("text") or "").strip()) or content.get("type") not in TEXT_PARTS
     return bool(str(content or "").strip())
 
 
@@ -463,12 +465,19 @@ def _normalize_part(part: Any) -> Any:
     if isinstance(part, Mapping):
         # Arrow-unified parts carry every key of every part type, mostly None: drop those.
         part = {k: v for k, v in part.items() if v is not None}
-        if "text" in part and part.get("type", "text") == "text":
+        # OpenAI Responses' input_text/output_text parts are text parts
+        if "text" in part and part.get("type", "text") in TEXT_PARTS:
             return {"type": "text", "text": part["text"]}
         try:  # every media form, inline images written once (data/media_forms.py)
-            return upstream_part(part)
+            read = upstream_part(part)
         except MediaFormError as exc:
             raise _bad_media(exc) from None
+        kind = read.get("type") if isinstance(read, Mapping) else None
+        if isinstance(kind, str) and kind not in READ_PARTS:
+            raise BadConversation(
+                f"a content part of type {kind!r}: only text, image and video parts are read"
+            )
+        return read
     return part
 
 

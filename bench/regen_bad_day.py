@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,45 +26,18 @@ sys.path.insert(0, str(ROOT / "tools"))
 import regen_stand_in  # noqa: E402
 from conftest import release_command  # noqa: E402
 from regen_figures import _plain  # noqa: E402
+from regen_outcomes import last_line as outcome_line  # noqa: E402
+from regen_outcomes import rows as outcome_rows  # noqa: E402
+from regen_stand_in import chat, tool_chat, wait_for_rows  # noqa: E402
 
 from speculators_qwen_compat import demo  # noqa: E402
 
 ENTRY = ("-m", "speculators_qwen_compat.regenerate_responses")
 DOC = ROOT / "docs" / "regenerate-responses.md"
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "weather of a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-}
 #: the cases, in the order they run (``--only NAME,...``)
 CASES = ("settings", "disk", "refusals", "endpoint", "lines", "interrupt")
 #: the stand-in's context (prompt tokens) for the grouped-refusals case
 CONTEXT = 400
-
-
-def chat(conv_id: str, text: str) -> dict:
-    return {"id": conv_id, "messages": [{"role": "user", "content": text}]}
-
-
-def tool_chat(conv_id: str, pad: int = 0) -> dict:
-    """Three rows: a tool call answered from the data, its answer, a second user turn."""
-    call = {"id": "a", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
-    return {
-        "id": conv_id,
-        "tools": [WEATHER],
-        "messages": [
-            {"role": "user", "content": f"weather in Paris? [call get_weather] {conv_id}"},
-            {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "a", "content": "sunny"},
-            {"role": "assistant", "content": "It is sunny."},
-            {"role": "user", "content": "thanks; and tomorrow? " + "word " * pad},
-            {"role": "assistant", "content": "Also sunny."},
-        ],
-    }
 
 
 def write(path: Path, rows: list[dict]) -> None:
@@ -196,12 +168,7 @@ class Cases:
         command, env = self.command("data.jsonl", "--concurrency", "1")
         victim = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
-        partial = work / "out.partial.jsonl"
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and victim.poll() is None:
-            if partial.exists() and len(partial.read_bytes().splitlines()) >= 3:
-                break
-            time.sleep(0.1)
+        wait_for_rows(victim, work / "out.partial.jsonl", 3)
         time.sleep(1.0)
         victim.send_signal(signal.SIGINT)
         stdout, stderr = victim.communicate(timeout=120)
@@ -211,24 +178,11 @@ class Cases:
 
 
 def rows(work: Path) -> str:
-    """Rows on disk: in out.jsonl, else the partial file; conversations twice; non-JSON lines."""
-    for name in ("out.jsonl", "out.partial.jsonl"):
-        path = work / name
-        if path.exists():
-            ids, convs, bad = Counter(), set(), 0
-            for line in path.read_bytes().split(b"\n"):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    ids[row["id"]] += 1
-                    convs.add(row.get("primary_id"))
-                except ValueError:
-                    bad += 1
-            dup = sum(1 for n in ids.values() if n > 1)
-            return f"{sum(ids.values())} ({len(convs)} conv.) in {name}" + (
-                f", {dup} dup" if dup else "") + (f", {bad} bad" if bad else "")  # fmt: skip
-    return "none"
+    return outcome_rows(work, conversations=True)
+
+
+def last_line(stdout: str, stderr: str, code: int) -> str:
+    return outcome_line(stdout, stderr, code, width=500)
 
 
 def report(work: Path) -> str:
@@ -268,12 +222,6 @@ def errors_summary(work: Path) -> str:
             records += 1
             disk += b"OSError(28" in line or b"No space left" in line
     return f"{records} records, {disk} of the disk, {torn} torn"
-
-
-def last_line(stdout: str, stderr: str, code: int) -> str:
-    lines = stdout.strip().splitlines() if code == 0 else []
-    lines = lines or stderr.strip().splitlines() or [""]
-    return _plain(lines[-1][:500])
 
 
 def main(releases: list[str], only: str = "") -> list[str]:

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +30,7 @@ import regen_proxy  # noqa: E402
 import tiny_checkpoints  # noqa: E402
 import vllm_server  # noqa: E402
 from conftest import release_command  # noqa: E402
-from regen_figures import _plain  # noqa: E402
+from regen_outcomes import last_line, rows  # noqa: E402
 
 ENTRY = ("-m", "speculators_qwen_compat.regenerate_responses")
 DOC = ROOT / "docs" / "regenerate-responses.md"
@@ -146,32 +145,6 @@ class Cases:
         code, line = self.run(work, "data.jsonl", endpoint=dead)
         out.append((f"no server, {len(regen_data.rows())} conversations", code, rows(work), line))
         return out
-
-
-def rows(work: Path) -> str:
-    """Rows on disk: in out.jsonl, else the partial file; conversations twice; non-JSON lines."""
-    for name in ("out.jsonl", "out.partial.jsonl"):
-        path = work / name
-        if path.exists():
-            ids, bad = Counter(), 0
-            for line in path.read_bytes().split(b"\n"):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    ids[row["id"]] += 1
-                except ValueError:
-                    bad += 1
-            dup = sum(1 for n in ids.values() if n > 1)
-            return f"{sum(ids.values())} in {name}" + (f", {dup} dup" if dup else "") + (
-                f", {bad} bad" if bad else "")  # fmt: skip
-    return "none"
-
-
-def last_line(stdout: str, stderr: str, code: int) -> str:
-    lines = stdout.strip().splitlines() if code == 0 else []
-    lines = lines or stderr.strip().splitlines() or [""]
-    return _plain(lines[-1][:400])
 
 
 def main(releases: list[str], old: bool) -> list[str]:

@@ -34,6 +34,40 @@ _CALL = re.compile(r"\[call (\w+)\]")
 SLOW_SECONDS = 60.0
 
 
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
+
+
+def chat(conv_id: str, text: str) -> dict[str, Any]:
+    """A one-turn conversation (the stand-in answers it with one row)."""
+    return {"id": conv_id, "messages": [{"role": "user", "content": text}]}
+
+
+def tool_chat(conv_id: str, pad: int = 0) -> dict[str, Any]:
+    """Three rows: the call (answered from the data), its answer, a second user turn (``pad``
+    words longer)."""
+    call = {"id": "a", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    return {"id": conv_id, "tools": [WEATHER], "messages": [
+        {"role": "user", "content": f"weather in Paris? [call get_weather] {conv_id}"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "a", "content": "sunny"},
+        {"role": "assistant", "content": "It is sunny."},
+        {"role": "user", "content": "thanks; and tomorrow? " + "word " * pad},
+        {"role": "assistant", "content": "Also sunny."}]}  # fmt: skip
+
+
+def wait_for_rows(process: Any, path: Path, count: int, seconds: float = 300) -> None:
+    """Until ``path`` holds ``count`` lines, ``process`` (a Popen) ended, or ``seconds``
+    passed: the moment a test or the bench interrupts a run mid-way."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        if path.exists() and len(path.read_bytes().splitlines()) >= count:
+            return
+        time.sleep(0.1)
+
+
 class StandIn:
     """``StandIn(model_dir)``: listens on 127.0.0.1 (``.url``) in a thread; ``close()`` stops it."""
 

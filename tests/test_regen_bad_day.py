@@ -17,6 +17,7 @@ exit code, never the code under test.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import signal
@@ -31,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RENDERS, subprocess_env
-from regen_stand_in import StandIn
+from conftest import FIXES_OFF, RENDERS, subprocess_env
+from regen_stand_in import StandIn, chat, tool_chat, wait_for_rows
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.data.unreadable import INVALID_UNICODE, MALFORMED_LINE, NOT_UTF8
@@ -41,9 +42,6 @@ from speculators_qwen_compat.regenerate.tally import RegenTally
 pytestmark = pytest.mark.skipif(not RENDERS, reason="regenerate-responses is 0.8+")
 ERROR = "speculators_qwen_compat: error: "
 CONTEXT = 400
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -56,23 +54,6 @@ def server(model: Path) -> Iterator[StandIn]:
     served = StandIn(model, max_input_tokens=CONTEXT)
     yield served
     served.close()
-
-
-def chat(conv_id: str, text: str) -> dict[str, Any]:
-    return {"id": conv_id, "messages": [{"role": "user", "content": text}]}
-
-
-def tool_chat(conv_id: str) -> dict[str, Any]:
-    """Three rows: the call (answered from the data), its answer, a second user turn."""
-    call = {"id": "a", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
-    return {"id": conv_id, "tools": [WEATHER], "messages": [
-        {"role": "user", "content": f"weather in Paris? [call get_weather] {conv_id}"},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "a", "content": "sunny"},
-        {"role": "assistant", "content": "It is sunny."},
-        {"role": "user", "content": "thanks; and tomorrow?"},
-        {"role": "assistant", "content": "Also sunny."}]}  # fmt: skip
 
 
 def write(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -222,7 +203,7 @@ def test_the_line_lists_six_reasons_and_says_how_many_more() -> None:
     assert line.endswith("and 2 more (2 conversations; each in the report)")
 
 
-@pytest.mark.parametrize("form", ["/v1", "/v1/", "", "/"])
+@pytest.mark.parametrize("form", ["/v1", "/v1/", "", "/", "/v1/chat/completions/"])
 def test_the_endpoint_as_the_readme_writes_it(
     server: StandIn, model: Path, tmp_path: Path, form: str
 ) -> None:
@@ -230,7 +211,9 @@ def test_the_endpoint_as_the_readme_writes_it(
     ran = regen(server, model, tmp_path, data, endpoint=server.url + form)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert set(conversations(tmp_path / "out.jsonl")) == {"e0", "e1"}
-    assert report(tmp_path)["settings"]["endpoint_given"] == server.url + form
+    settings = report(tmp_path)["settings"]
+    assert settings["endpoint_given"] == server.url + form
+    assert settings["endpoint"] == server.url + "/v1/chat/completions"
 
 
 def test_another_path_is_one_line_naming_the_route(
@@ -275,11 +258,7 @@ def test_ctrl_c_writes_the_report(server: StandIn, model: Path, tmp_path: Path) 
                               env=subprocess_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     partial = tmp_path / "out.partial.jsonl"
-    deadline = time.monotonic() + 300
-    while victim.poll() is None and time.monotonic() < deadline:
-        if partial.exists() and len(partial.read_bytes().splitlines()) >= 3:
-            break
-        time.sleep(0.1)
+    wait_for_rows(victim, partial, 3)
     time.sleep(1.0)  # the fourth request is held by the server
     victim.send_signal(signal.SIGINT)
     _, stderr = victim.communicate(timeout=120)
@@ -290,3 +269,96 @@ def test_ctrl_c_writes_the_report(server: StandIn, model: Path, tmp_path: Path) 
     assert counted["regenerated"] == 3 == len(conversations(partial))
     assert counted["conversations_in"] == 6 and counted["not_reached"] == 3
     assert counted["output"] == "out.partial.jsonl"
+
+
+def test_numerically_equal_settings_are_the_same_setting(
+    server: StandIn, model: Path, tmp_path: Path
+) -> None:
+    data = write(tmp_path / "data.jsonl", [chat(f"n{i}", f"q {i}") for i in range(2)])
+    first = regen(server, model, tmp_path, data, "--limit", "1",
+                  "--sampling-params", '{"temperature": 1, "top_p": 1}')  # fmt: skip
+    assert first.returncode == 0, first.stderr[-2000:]
+    resumed = regen(server, model, tmp_path, data, "--resume",
+                    "--sampling-params", '{"top_p": 1.0, "temperature": 1.0}',
+                    endpoint=server.url + "/v1/chat/completions/")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert conversations(tmp_path / "out.jsonl") == {"n0": 1, "n1": 1}
+    assert "settings_changed" not in report(tmp_path)
+
+
+def question(index: int) -> str:
+    return f"question-{index}-zq"
+
+
+def rows_without_ids() -> list[dict[str, Any]]:
+    """No id: the resume key is upstream's hash of the row. Keys that only some rows have, and
+    a column of ints and floats: what Arrow fills with None and makes floats."""
+    rows: list[dict[str, Any]] = []
+    for index in range(6):
+        row: dict[str, Any] = {"messages": [{"role": "user", "content": question(index)}]}
+        if index % 2:
+            row["source"], row["score"] = "web", 0.5
+        else:
+            row["score"] = 1
+        rows.append(row)
+    return rows
+
+
+def per_question(path: Path) -> Counter[str]:
+    """Rows per conversation, known by its question in the row's text (not by its key)."""
+    found: Counter[str] = Counter()
+    for line in path.read_bytes().splitlines():
+        text = json.loads(line)["text"]
+        found.update(q for q in map(question, range(6)) if q in text)
+    return found
+
+
+def test_resume_over_an_output_upstream_wrote_adds_each_conversation_once(
+    server: StandIn, model: Path, tmp_path: Path
+) -> None:
+    data = write(tmp_path / "data.jsonl", rows_without_ids())
+    upstream = subprocess.run(
+        [sys.executable, "-m", "speculators", "regenerate-responses",
+         *command(server, model, data, "--limit", "3")[3:]],
+        cwd=tmp_path, capture_output=True, text=True, env=subprocess_env(**FIXES_OFF),
+        timeout=600,
+    )  # fmt: skip
+    assert upstream.returncode == 0, upstream.stderr[-2000:]
+    assert per_question(tmp_path / "out.jsonl") == Counter(map(question, range(3)))
+    earlier = (tmp_path / "out.jsonl").read_bytes()
+    resumed = regen(server, model, tmp_path, data, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert (tmp_path / "out.jsonl").read_bytes().startswith(earlier)
+    assert per_question(tmp_path / "out.jsonl") == Counter(map(question, range(6)))
+    counted = report(tmp_path)
+    assert counted["already_done"] == 3 and counted["regenerated"] == 3
+    finished = (tmp_path / "out.jsonl").read_bytes()
+    again = regen(server, model, tmp_path, data, "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (tmp_path / "out.jsonl").read_bytes() == finished
+    assert again.stdout.strip().endswith("nothing new: out.jsonl is as it was")
+
+
+def test_a_failure_whose_record_was_not_written_is_not_reached(
+    server: StandIn, model: Path, tmp_path: Path
+) -> None:
+    """The errors file is on a full disk (its name leads to a full tmpfs; the rows' disk has
+    room): the refused conversation's record is lost with the run, so it is not counted failed
+    (--resume runs it): the report's failures are the records on disk."""
+    rows = [chat("ok", "hello"), chat("long", "word " * 2 * CONTEXT), chat("after", "bye")]
+    data = write(tmp_path / "data.jsonl", rows)
+    with small_disk(tmp_path / "full", "64k") as full:
+        with contextlib.suppress(OSError), (full / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        (tmp_path / "out.partial.errors.jsonl").symlink_to(full / "errors.jsonl")
+        ran = regen(server, model, tmp_path, data, "--concurrency", "1",
+                    "--max-consecutive-failures", "0")  # fmt: skip
+        line = ran.stderr.strip().splitlines()[-1]
+        assert ran.returncode == 1 and line.startswith(f"{ERROR}cannot write "), ran.stderr[-2000:]
+        assert "No space" in line and (full / "errors.jsonl").read_bytes() == b""
+    counted = report(tmp_path)
+    assert counted["failed"] == {} and "failed 0" in line
+    assert counted["not_reached"] >= 1 and "not reached (run stopped)" in line
+    assert counted["conversations_in"] == 3 and counted["regenerated"] == 1

@@ -598,7 +598,7 @@ def test_a_conversation_is_counted_only_once_its_rows_are_written(
     assert report["regenerated"] == 0 and report["rows_out"] == 0 and report["not_reached"] == 2
 
 
-def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survives(
+def test_a_report_that_cannot_be_written_is_one_line_and_the_last_good_report_is_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import errno
@@ -623,8 +623,12 @@ def test_a_report_that_cannot_be_written_is_one_line_and_no_stale_report_survive
     assert code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("speculators_qwen_compat: error: cannot write ")
-    assert "No space left on device" in err[0]
-    assert not report.exists()  # no report is better than the earlier run's
+    assert "No space left on device" in err[0] and "written when the run started" in err[0]
+    # the last good report stays: this run's, as written when it started (its settings, for
+    # the next --resume); the earlier run's is set aside, never deleted
+    kept = json.loads(report.read_text())
+    assert kept["exit_code"] is None and kept["settings"]["model"] == "m"
+    assert json.loads((tmp_path / "out.jsonl.report.1.json").read_text())["regenerated"] == 99
     assert (tmp_path / "out.jsonl").exists()  # the rows themselves were published
 
 

@@ -29,6 +29,7 @@ import vllm_server
 from conftest import FIXES_OFF, release_command
 from packaging.version import Version
 from regen_proxy import Proxy
+from regen_stand_in import wait_for_rows
 
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 
@@ -249,11 +250,7 @@ def test_server_killed_mid_run_then_resumed(
     run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)  # fmt: skip
     partial = tmp_path / "out.partial.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and run.poll() is None:
-        if partial.exists() and len(partial.read_bytes().splitlines()) >= 4:
-            break
-        time.sleep(0.2)
+    wait_for_rows(run, partial, 4)
     assert run.poll() is None, "the run ended before the server was killed"
     killed = time.monotonic()
     assert server.process is not None
@@ -376,11 +373,7 @@ def test_sigkill_then_resume_drops_the_torn_line_and_keeps_the_rows(
     run = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)  # fmt: skip
     partial = tmp_path / "out.partial.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and run.poll() is None:
-        if partial.exists() and len(partial.read_bytes().splitlines()) >= 2:
-            break
-        time.sleep(0.1)
+    wait_for_rows(run, partial, 2)
     assert run.poll() is None, "the run ended before it was killed"
     run.send_signal(signal.SIGKILL)
     run.wait()

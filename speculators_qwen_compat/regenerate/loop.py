@@ -133,7 +133,7 @@ async def regenerate(
             await run_state.fault(f"{exc}; the server does not answer {_models_hint()}")
             raise
         if not samples:
-            run_state.failed_by_server(str(exc))
+            run_state.failed_by_server(str(item.get("primary_id")), str(exc))
             raise NothingRegenerated(str(exc)) from exc
         reason = str(exc)
     except Exception as exc:
@@ -141,11 +141,12 @@ async def regenerate(
         if fault is not None:
             await run_state.fault(fault)  # ends the run; returns only when none is open
         else:
-            run_state.count_error(exc)  # a bug, not the data: limited like prepare_data's
+            # a bug, not the data: limited like prepare_data's
+            run_state.count_error(exc, str(item.get("primary_id")))
         raise
     if not samples:
         reason = reason or EMPTY_REPLY
-        tally.failed[reason] += 1
+        run_state.count_failed(str(item.get("primary_id")), reason)
         raise NothingRegenerated(said or reason)  # the errors file keeps the server's words
     run_state.answered()
     _count(tally, item, reason, len(samples))
@@ -320,7 +321,8 @@ CHAT_ROUTE = "/v1/chat/completions"
 def chat_endpoint(endpoint: str) -> str:
     """``--endpoint`` as upstream posts to it: the chat route added to the bare host
     (``http://HOST:PORT``) and to ``.../v1`` (as the README's other steps write the server's
-    address); any other path is kept as given."""
+    address), a trailing slash after the route dropped (vLLM's route has none: it would answer
+    404); any other path is kept as given."""
     parts = urlsplit(endpoint)
     path = parts.path.rstrip("/")
     if not parts.scheme or not parts.netloc:
@@ -329,7 +331,7 @@ def chat_endpoint(endpoint: str) -> str:
         path = CHAT_ROUTE
     elif path.endswith("/v1"):
         path += CHAT_ROUTE[len("/v1") :]
-    else:
+    elif not path.endswith(CHAT_ROUTE):
         return endpoint
     return urlunsplit(parts._replace(path=path))
 

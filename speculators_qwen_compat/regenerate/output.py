@@ -108,13 +108,20 @@ class ErrorsWriter:
     conversation whose rows a failed write lost (``RowWriter.lost``) is the disk's fault, not
     the conversation's: it is not written. A record that cannot be written is cut back off (no
     torn line), the run is told (state.write_failed) and nothing more is written; it never
-    raises into upstream's worker (which would die with a traceback)."""
+    raises into upstream's worker (which would die with a traceback). A conversation is
+    counted failed once its record is written, never before (``expect``, as RowWriter's)."""
 
     def __init__(self, path: Path, rows: RowWriter) -> None:
         self.path, self.rows = path, rows
         self.records: list[str] = []
         self.fd: int | None = None
         self.failed: OSError | None = None
+        #: (primary id, how to count it) of the conversation whose record upstream writes next
+        self.pending: tuple[str, Callable[[], None]] | None = None
+
+    def expect(self, primary_id: str, count: Callable[[], None]) -> None:
+        """Count conversation ``primary_id`` failed once its record is written."""
+        self.pending = (primary_id, count)
 
     def write(self, text: str) -> int:
         self.records.append(text)
@@ -122,7 +129,9 @@ class ErrorsWriter:
 
     def flush(self) -> None:
         text, self.records = "".join(self.records), []
-        if not text or self.failed is not None or _record_id(text) in self.rows.lost:
+        pending, self.pending = self.pending, None
+        record_id = _record_id(text) if text else None
+        if not text or self.failed is not None or record_id in self.rows.lost:
             return
         data = text.encode("utf-8")
         start = 0
@@ -141,6 +150,9 @@ class ErrorsWriter:
             from speculators_qwen_compat.regenerate import state
 
             state.write_failed(self.path, exc)
+            return
+        if pending is not None and pending[0] == record_id:
+            pending[1]()
 
     def close(self) -> None:
         if self.fd is not None:

@@ -30,7 +30,12 @@ from speculators_qwen_compat.regenerate import output as files
 from speculators_qwen_compat.regenerate import settings as run_settings
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.loop import chat_endpoint
-from speculators_qwen_compat.regenerate.tally import RegenTally, report_path, write_report
+from speculators_qwen_compat.regenerate.tally import (
+    RegenTally,
+    report_path,
+    reserve_room,
+    write_report,
+)
 
 ERROR_PREFIX = "speculators_qwen_compat: error: "
 
@@ -190,10 +195,9 @@ def _set_up(output: files.Output, module: Any, resume: bool) -> set[str]:
         write_report(output.final, RegenTally(), complete=False, exit_code=None, output=None,
                      errors_file=None, **output.record)  # fmt: skip
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            report_path(output.final).with_name(report_path(output.final).name + ".tmp").unlink()
         what = f"cannot write the report {report_path(output.final)}"
         raise files.not_started(output, f"{what}: {files.why(exc)}") from exc
+    reserve_room(output.final)  # the room of the last report, should the disk fill
     if not resume:
         return set()
     earlier = output.final if output.from_final else output.partial
@@ -306,8 +310,9 @@ def _end(
     output: files.Output, tally: RegenTally, *, complete: bool, code: int, rows_at: Path | None
 ) -> None:
     """The report, the run's last write: what was counted, the exit code, where the rows are.
-    A report that cannot be written (a full disk) is removed, and the run says so in its line
-    (``output.report_failed``)."""
+    A report that cannot be written (a full disk past the room kept for it) leaves the one
+    written when the run started (its settings, for the next ``--resume``), and the run says
+    so in its line (``output.report_failed``)."""
     try:
         write_report(
             output.final, tally, complete=complete, exit_code=code,
@@ -316,11 +321,10 @@ def _end(
             **output.record,
         )  # fmt: skip
     except OSError as exc:
-        report = report_path(output.final)
-        for path in (report, report.with_name(report.name + ".tmp")):
-            with contextlib.suppress(OSError):
-                path.unlink()
-        output.report_failed = f"cannot write {report}: {exc.strerror or exc} (no report)"
+        output.report_failed = (
+            f"cannot write {report_path(output.final)}: {exc.strerror or exc} (it holds the "
+            "report written when the run started: its settings, no counts)"
+        )
 
 
 def _failures_in(output: files.Output) -> bool:

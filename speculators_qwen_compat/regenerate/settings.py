@@ -129,7 +129,31 @@ def _plain(value: Any) -> Any:
 
 
 def _key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+    """What two settings are compared by: numerically equal values are one setting (``1`` and
+    ``1.0``; a ``--temperature`` distribution's keys ``"1"`` and ``"1.0"``), the order of a
+    dict's keys does not count."""
+    return json.dumps(_numbers_as_floats(value), sort_keys=True)
+
+
+def _numbers_as_floats(value: Any) -> Any:
+    """``value`` with each number (not a bool) a float, and each dict key that reads as a
+    number (0.9.0's ``--temperature`` keys) that number's text as a float."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {_number_key(key): _numbers_as_floats(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_numbers_as_floats(item) for item in value]
+    return value
+
+
+def _number_key(key: Any) -> str:
+    try:
+        return repr(float(key)) if not isinstance(key, bool) else str(key)
+    except (TypeError, ValueError):
+        return str(key)
 
 
 def _shown(value: Any) -> str:

@@ -130,16 +130,32 @@ def write_failed(path: Any, exc: OSError) -> None:
     end_run(f"cannot write {path}: {exc.strerror or exc}", server_fault=False)
 
 
+def count_failed(primary_id: str, reason: str) -> None:
+    """Conversation ``primary_id`` failed by ``reason``: counted once upstream's worker has
+    written its errors record (output.ErrorsWriter); a conversation whose record was never
+    written (the run stopped first, the errors file's disk is full) is ``not_reached``, not
+    failed: ``--resume`` will run it. At once when nothing of ours writes the records."""
+    counts = tally()
+
+    def count() -> None:
+        counts.failed[reason] += 1
+
+    if _current is not None and _current.errors_writer is not None:
+        _current.errors_writer.expect(primary_id, count)
+    else:
+        count()
+
+
 def answered() -> None:
     """The server answered a conversation: the consecutive-failure count starts again."""
     if _current is not None:
         _current.consecutive = 0
 
 
-def failed_by_server(reason: str) -> None:
-    """A conversation failed by the server while it stayed alive; past the limit the run ends."""
-    counts = tally()
-    counts.failed[reason] += 1
+def failed_by_server(primary_id: str, reason: str) -> None:
+    """A conversation failed by the server while it stayed alive (counted as count_failed
+    does); past the limit the run ends."""
+    count_failed(primary_id, reason)
     if _current is None:
         return
     _current.consecutive += 1
@@ -152,12 +168,12 @@ def failed_by_server(reason: str) -> None:
         )
 
 
-def count_error(exc: BaseException) -> None:
-    """A conversation failed with something that is not a data problem (counted failed); past
-    ERROR_LIMIT the run ends naming the first one."""
+def count_error(exc: BaseException, primary_id: str = "") -> None:
+    """A conversation failed with something that is not a data problem (counted failed as
+    count_failed does); past ERROR_LIMIT the run ends naming the first one."""
     counts = tally()
     counts.errors += 1
-    counts.failed[BUG] += 1
+    count_failed(primary_id, BUG)
     if not counts.first_error:
         counts.first_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         if _current is not None:

@@ -18,7 +18,7 @@ became of each conversation. Every conversation read ends in exactly one categor
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import json
 import os
 from collections import Counter
@@ -133,24 +133,50 @@ def report_path(outfile: Path) -> Path:
 
 
 def write_report(outfile: Path, tally: RegenTally, **extra: Any) -> Path:
-    """Write the report whole (a temporary file renamed over it): it is the run's last act. On
-    a full disk (no room for the temporary copy) the run's own report, written when it started,
-    is rewritten in place: its blocks are the room the last report needs."""
+    """Write the report whole and atomically: its bytes go to a scratch file in the same folder
+    (``scratch_path``), renamed over the report; the last report written is never truncated
+    nor removed, so a write that fails (a full disk) leaves it as it was. The scratch file is
+    opened without truncating it: the blocks ``reserve_room`` allocated in it when the run
+    started are the room the run's last report takes on a full disk."""
     path = report_path(outfile)
     data = (json.dumps(tally.report(**extra), indent=2, ensure_ascii=False) + "\n").encode()
-    scratch = path.with_name(path.name + ".tmp")
+    scratch = scratch_path(path)
     try:
-        scratch.write_bytes(data)
-        os.replace(scratch, path)
-    except OSError as exc:
-        scratch.unlink(missing_ok=True)
-        if exc.errno != errno.ENOSPC or not path.exists():
-            raise
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT, 0o666)
         try:
             written = 0
             while written < len(data):
-                written += os.write(fd, data[written:])
+                written += os.pwrite(fd, data[written:], written)
+            os.ftruncate(fd, len(data))
         finally:
             os.close(fd)
+        os.replace(scratch, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            scratch.unlink()
+        raise
     return path
+
+
+#: bytes kept for the run's last report (a report with a few dozen reasons is a few KB)
+REPORT_ROOM = 16 * 1024
+
+
+def reserve_room(outfile: Path) -> None:
+    """Allocate REPORT_ROOM bytes in the report's scratch file (``posix_fallocate``), the room
+    the run's last report is written into when the disk fills during the run. Best effort: a
+    file system that cannot allocate ahead (or a disk already full) keeps no room, and a last
+    report that then cannot be written leaves the one written when the run started."""
+    scratch = scratch_path(report_path(outfile))
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT, 0o666)
+        try:
+            os.posix_fallocate(fd, 0, REPORT_ROOM)
+        finally:
+            os.close(fd)
+
+
+def scratch_path(report: Path) -> Path:
+    """Where a report is written before it is renamed over ``report`` (the same folder: the
+    rename is atomic)."""
+    return report.with_name(report.name + ".tmp")

@@ -30,6 +30,7 @@ from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
 from speculators_qwen_compat.data.normalize import BadConversation
+from speculators_qwen_compat.regenerate import resume_keys
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.lines import JsonLines, is_json_lines
 from speculators_qwen_compat.regenerate.plan import plan_row
@@ -69,20 +70,26 @@ class RegenTurnsFix(Fix):
         presets = found.get(PRESETS) or ()
 
         def load(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            return _load_lines(wrapped, args, kwargs, presets)
+            return _load_lines(wrapped, args, kwargs, presets, primary_id)
 
         patcher.wrap(*found.owner_and_name(LOAD), load)
 
 
-def _load_lines(wrapped: Any, args: tuple, kwargs: dict, presets: Any) -> Any:
+def _load_lines(wrapped: Any, args: tuple, kwargs: dict, presets: Any, primary_id: Any) -> Any:
     """Upstream's loader, its streaming JSON dataset of a local ``.jsonl`` file replaced by the
     file's lines read one by one (regenerate/lines.py): a line that cannot be read is counted
-    skipped by reason, the other rows run."""
+    skipped by reason, the other rows run. On ``--resume`` over an output whose keys were made
+    from rows read through Arrow, the conversations it holds are known by their keys as read
+    now too (regenerate/resume_keys.py)."""
     config, dataset, split = wrapped(*args, **kwargs)
     name = str(bind(wrapped, args, kwargs).arguments["dataset_name"])
     path = Path(name)
     if name in presets or not is_json_lines(path):
         return config, dataset, split
+    state = regen_state.current()
+    if state is not None and resume_keys.hashed_keys(state.seen):
+        lines = JsonLines(path, lambda reason: None)
+        state.seen |= resume_keys.keys_as_read_now(state.seen, lines, dataset, primary_id)
     return config, JsonLines(path, _skip_line), split
 
 
@@ -124,7 +131,7 @@ def _prepare_row(row: dict[str, Any], config: Any, primary_id: Any, result_names
     tally.conversations_in += 1
     if state is not None and state.seen and primary_id(row) in state.seen:
         tally.resumed += 1
-        return row, [{"role": "user", "content": ""}], []  # upstream skips it as done
+        return None  # upstream goes to the next row (its own keys may be Arrow's: resume_keys)
     if config.filter_fn is not None and not config.filter_fn(row):
         tally.skipped[PRESET_FILTER] += 1
         return None

@@ -92,9 +92,47 @@ def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     empty.write_text("")
     case("empty", *_args(qwen36_dir, empty, work / "o2"))
     case("render_local", *_args(qwen36_dir, data, work / "o3", "--render-endpoint", "local"))
+    # an inline image written to <output>-media, then no row left (nothing to supervise)
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _PNG}}
+    only_prompts = [{"messages": [{"role": "user", "content": [image, {"type": "text",
+                                                                       "text": f"Look {i}."}]}]}
+                    for i in range(2)]  # fmt: skip
+    paths["inline_out"] = work / "out-inline"
+    inline = write_dataset(work / "inline.jsonl", only_prompts)
+    case("inline_then_fatal", *_args(qwen36_dir, inline, paths["inline_out"]))
 
     results = run_batch(work / "logs", runs)
     return {"paths": paths, "results": results}
+
+
+def _png() -> str:
+    """A 1x1 PNG, base64 (no Pillow in the base venv)."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+    png += chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b"")
+    return base64.b64encode(png).decode()
+
+
+_PNG = _png()
+
+
+def test_a_failed_run_names_the_media_folder_it_leaves(cases: dict) -> None:
+    """Images a failed run wrote stay (no run deletes what it or an earlier run wrote) and its
+    line says where they are."""
+    message = _fatal(cases["results"]["inline_then_fatal"])
+    media = Path(str(cases["paths"]["inline_out"]) + "-media")
+    written = [p for p in media.iterdir() if not p.name.startswith(".")]
+    assert len(written) == 1, written  # both rows hold the same image: one file
+    assert f"the 1 images in {media} stay (a rerun with the same --output reuses" in message
+    assert not cases["paths"]["inline_out"].exists()
 
 
 def _fatal(result) -> str:

@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     if ours.debug:  # also read where a run fails on non-data errors (fixes/data/run_report.py)
         os.environ[DEBUG_ENV] = "1"
     return run_main(
-        lambda: _prepare(ours, rest), debug_requested(ours.debug), explain=fatal_stage.explain
+        lambda: _prepare(ours, rest),
+        debug_requested(ours.debug),
+        explain=fatal_stage.explain,
+        epilogue=inline_media.kept_note,
     )
 
 

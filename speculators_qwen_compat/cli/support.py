@@ -80,18 +80,21 @@ def run_main(
     hint: str = DEBUG_FLAG_HINT,
     ours_only: bool = False,
     explain: Callable[[BaseException, str], str] | None = None,
+    epilogue: Callable[[], str] | None = None,
 ) -> int:
     """Run an entry point's body; a fatal error becomes one line on stderr and exit 1.
 
     With ``ours_only`` (run, train) only a ``CompatError`` is turned into one line: anything
     else comes from the user's or upstream's code and propagates untouched. ``explain``: a
-    library's error with what it means for this command (prepare_data: cli/fatal_stage.py)."""
+    library's error with what it means for this command (prepare_data: cli/fatal_stage.py).
+    ``epilogue``: what the failed run leaves behind, added to the line (empty: nothing)."""
     try:
         return body()
     except CompatError as exc:
         if debug:
             traceback.print_exc()
-        print(f"{ERROR_PREFIX}{fatal_message(exc, debug, hint)}", file=sys.stderr)
+        message = _with_epilogue(fatal_message(exc, debug, hint), epilogue)
+        print(f"{ERROR_PREFIX}{message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         if ours_only:
@@ -107,8 +110,16 @@ def run_main(
         if explain is not None:
             explained = explain(exc, f"{type(exc).__name__}: {reason_of(exc, limit=600)}")
             message = explained if debug else f"{explained} ({hint})"
-        print(f"{ERROR_PREFIX}{message}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{_with_epilogue(message, epilogue)}", file=sys.stderr)
         return 1
+
+
+def _with_epilogue(message: str, epilogue: Callable[[], str] | None) -> str:
+    try:
+        tail = epilogue() if epilogue is not None else ""
+    except Exception:  # the line must still be said
+        tail = ""
+    return f"{message}; {tail}" if tail else message
 
 
 def fatal_message(exc: BaseException, debug: bool, hint: str = DEBUG_FLAG_HINT) -> str:

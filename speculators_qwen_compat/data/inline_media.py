@@ -66,6 +66,21 @@ def choose_folder(output: Path | None) -> Path | None:
     return folder
 
 
+def kept_note() -> str:
+    """For a failed run's error line: the media folder it wrote to, when it holds images (they
+    stay: a rerun with the same --output reuses them; nothing a run wrote is deleted)."""
+    folder = media_folder()
+    if folder is None or not folder.is_dir():
+        return ""
+    images = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
+    if not images:
+        return ""
+    return (
+        f"the {len(images)} images in {folder} stay (a rerun with the same --output reuses "
+        "them; delete the folder if you drop this run)"
+    )
+
+
 def scratch_folder() -> Path:
     """A media folder for a run that writes no output (doctor): made in the temp folder,
     removed when this process exits; the run's own folder when one is set."""

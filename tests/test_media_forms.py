@@ -10,13 +10,14 @@ tests/processor/test_image_parts.py.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
-from speculators_qwen_compat.data import media_faults, media_paths
+from speculators_qwen_compat.data import inline_media, media_faults, media_paths
 from speculators_qwen_compat.data.media_forms import for_vllm
 from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
 
@@ -351,3 +352,27 @@ def test_responses_text_parts_are_text_and_other_parts_a_named_skip() -> None:
     with pytest.raises(BadConversation) as raised:
         normalize_row(_chat([{"type": "input_audio", "input_audio": {"data": "x"}}]))
     assert str(raised.value).startswith("a content part of type 'input_audio'")
+
+
+def test_a_killed_writers_temporary_files_are_swept_and_nothing_else(tmp_path: Path) -> None:
+    """A run killed while writing an image leaves ``.incoming-HOST-PID-*``; the next run over
+    the same --output removes those of dead writers on this host, and only those."""
+    import socket
+    import subprocess
+    import sys
+
+    media = inline_media.folder_for(tmp_path / "out")
+    media.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    host = socket.gethostname()
+    left = media / f".incoming-{host}-{dead.stdout.strip()}-abc"
+    live = media / f".incoming-{host}-{os.getpid()}-def"
+    elsewhere = media / ".incoming-otherhost-1-ghi"
+    image = media / "0123.png"
+    for path in (left, live, elsewhere, image):
+        path.write_bytes(b"x")
+    inline_media.choose_folder(tmp_path / "out")
+    assert sorted(p.name for p in media.iterdir()) == sorted(
+        p.name for p in (live, elsewhere, image)
+    )

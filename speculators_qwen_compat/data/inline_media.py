@@ -22,6 +22,7 @@ import base64
 import binascii
 import hashlib
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,38 @@ def choose_folder(output: Path | None) -> Path | None:
         return None
     folder = folder_for(output)
     run_options.update(inline_media_dir=str(folder))
+    sweep_dead_writers(folder)
     return folder
+
+
+def _incoming_prefix(pid: int) -> str:
+    """A writer's temporary names: host and pid, so a later run can tell a dead writer's."""
+    return f".incoming-{socket.gethostname()}-{pid}-"
+
+
+def sweep_dead_writers(folder: Path) -> list[Path]:
+    """Remove the temporary files a killed writer on this host left in ``folder`` (never an
+    image, never a live writer's or another host's file); the files removed."""
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    host_prefix = f".incoming-{socket.gethostname()}-"
+    for path in folder.glob(host_prefix + "*"):
+        pid_text = path.name[len(host_prefix) :].partition("-")[0]
+        if pid_text.isdigit() and not _alive(int(pid_text)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def kept_note() -> str:
@@ -127,7 +159,7 @@ def store(data: bytes, form: str) -> str:
     if target.is_file() and target.stat().st_size == len(data):
         return str(target)  # written before (this run or an earlier one)
     folder.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".incoming-", dir=folder)
+    handle, temporary = tempfile.mkstemp(prefix=_incoming_prefix(os.getpid()), dir=folder)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)

@@ -51,6 +51,7 @@ SETTINGS = {
     "30%": ("speculators_qwen_compat/data/quality.py", "BOILERPLATE_SHARE, BOILERPLATE_MIN = 0.3,"),
     "32 KB": ("speculators_qwen_compat/regenerate/loop.py", "THREAD_RENDER_BYTES = 32 * 1024"),
     "160 KB": ("bench/regen_bad_day.py", '"size=160k"'),
+    "16 KB": ("speculators_qwen_compat/regenerate/tally.py", "REPORT_ROOM = 16 * 1024"),
 }
 
 

@@ -5,9 +5,11 @@ run time, so nothing imports in a circle."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -69,6 +71,18 @@ class Patcher:
         self._saved.append((owner, name, getattr(owner, name), owned))
         setattr(owner, name, value)
 
+    def wrap_stage(
+        self, owner: Any, name: str, order: Sequence[str], stage: str, wrapper: Callable[..., Any]
+    ) -> None:
+        """Add ``wrapper`` as ``stage`` of the one wrapper fixes sharing ``owner.name`` put
+        there (``Route``): stages run outer to inner in ``order``; undone like a replacement."""
+        current = getattr(owner, name)
+        route = getattr(current, "_self_wrapper", None)
+        if not (isinstance(route, Route) and route.order == tuple(order)):
+            route = Route(order)
+            self.wrap(owner, name, route)
+        self.replace(route.stages, stage, wrapper)
+
     def adopt(self, owner: Any, name: str, original: Any) -> None:
         """Record that ``owner.name`` already holds one of our wrappers (bound by a
         ``from ... import`` after we wrapped its source) so that restore() puts ``original``
@@ -93,6 +107,45 @@ class Patcher:
                 setattr(owner, name, original)
             else:
                 delattr(owner, name)
+
+
+class Route:
+    """The one wrapper on an upstream function several fixes wrap: each fix sets its stage (a
+    wrapt-style ``wrapper(wrapped, instance, args, kwargs)``), and a call runs the stages set,
+    outer to inner in ``order``, then upstream's function. A fix switched off sets none."""
+
+    def __init__(self, order: Sequence[str]) -> None:
+        self.order = tuple(order)
+        self.stages = SimpleNamespace(**dict.fromkeys(self.order))
+        self._chains: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+    def __call__(self, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+        set_stages = tuple(getattr(self.stages, name) for name in self.order)
+        if instance is None:  # a module's function: the chain is built once per set of stages
+            key = (wrapped, *set_stages)
+            chain = self._chains.get(key)
+            if chain is None:
+                self._chains.clear()  # the stages changed: older chains are not called again
+                chain = self._chains[key] = _chain(wrapped, instance, set_stages)
+        else:
+            chain = _chain(wrapped, instance, set_stages)
+        return chain(*args, **kwargs)
+
+
+def _chain(wrapped: Any, instance: Any, stages: tuple[Any, ...]) -> Callable[..., Any]:
+    chain = wrapped
+    for stage in reversed(stages):
+        if stage is not None:
+            chain = _link(chain, stage, instance)
+    return chain
+
+
+def _link(inner: Any, stage: Callable[..., Any], instance: Any) -> Callable[..., Any]:
+    def link(*args: Any, **kwargs: Any) -> Any:
+        return stage(inner, instance, args, kwargs)
+
+    # a stage binds arguments to upstream's own signature: inspect follows __wrapped__
+    return functools.update_wrapper(link, inner)
 
 
 class Fix:

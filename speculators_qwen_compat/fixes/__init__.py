@@ -1,5 +1,6 @@
-"""One module per fix. The order here is the order they are applied: fixes that wrap the same
-upstream function nest in it (the later one outside)."""
+"""One module per fix, in the order they are applied. Where a row goes through upstream, and
+which fixes wrap each function in which order, is declared in route.py: a function several
+fixes wrap is wrapped once, its stages in route.py's order whatever the order here."""
 
 from speculators_qwen_compat.fixes.data.bounded_output import BoundedOutputFix
 from speculators_qwen_compat.fixes.data.conversations import ConversationsFix
@@ -24,14 +25,14 @@ from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
 
 ALL_FIXES = (
     MaskProbeFix,
-    OffsetsLossMaskFix,  # inside row_guard's wrapper, which unsets weight-0 turns in its mask
-    RowGuardFix,  # inside: splits a batch into rows
-    ConversationsFix,  # outside: reads and normalises the batch, drops unreadable rows
-    MessagesJsonFix,  # outermost: the batch handed to datasets, messages typed once
+    OffsetsLossMaskFix,
+    RowGuardFix,
+    ConversationsFix,
+    MessagesJsonFix,
     LocalRenderFix,
     RowTensorsFix,
     ForkedTokenizerFix,
-    TokenFrequencyFix,  # inside run_report's wrapper: a refused run writes no count
+    TokenFrequencyFix,
     RunReportFix,
     BoundedOutputFix,
     OverwriteGuardFix,
@@ -41,7 +42,7 @@ ALL_FIXES = (
     VerifierNormFix,
     MaskTokenFix,
     SampleDropsFix,
-    ServedRopeFix,  # both wrap save_pretrained: the config is set while upstream writes it
+    ServedRopeFix,
     ServedAttentionFix,
 )
 

@@ -22,6 +22,7 @@ from speculators_qwen_compat.core.fix import Fix, Patcher, not_applicable
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
 from speculators_qwen_compat.data.files import CACHE_FOLDER
+from speculators_qwen_compat.fixes import route
 
 #: The dataset builder: 0.8+ and <= 0.7 name it differently; both take the dataset first.
 BUILDERS = tuple(
@@ -71,7 +72,7 @@ class BoundedOutputFix(Fix):
                 kwargs = {**kwargs, "keep_in_memory": False}
             return wrapped(*args, **kwargs)
 
-        patcher.wrap(*found.owner_and_name(builder), build)
+        route.wrap(found, patcher, builder, self.name, build)
         patcher.wrap(*found.owner_and_name(DATASET_MAP), dataset_map)
 
 

@@ -63,6 +63,7 @@ from speculators_qwen_compat.data.render import arguments_as_mappings
 from speculators_qwen_compat.data.speculator_rows import aligned
 from speculators_qwen_compat.data.unreadable import INVALID_UNICODE, MALFORMED_LINE, NOT_AN_OBJECT
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
+from speculators_qwen_compat.fixes import route
 
 LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path", "num_proc"))
 PATH_ONLY_LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path",), arity=1)
@@ -166,7 +167,7 @@ class ConversationsFix(Fix):
         patcher.wrap(*found.owner_and_name(found.shape.targets[0]), load_raw_dataset)
         if found.has(CONCATENATE):
             patcher.wrap(*found.owner_and_name(CONCATENATE), _concatenate_aligned)
-        patcher.wrap(*found.owner_and_name(BATCH), preprocess_batch)
+        route.wrap(found, patcher, BATCH, self.name, preprocess_batch)
         patcher.wrap(*found.owner_and_name(NORMALIZE), normalize_turns)
 
 

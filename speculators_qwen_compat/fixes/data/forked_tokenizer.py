@@ -26,6 +26,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
+from speculators_qwen_compat.fixes import route
 
 BUILD = Target(
     PREPROCESSING, "build_eagle3_dataset", params=("dataset", "tokenizer|processor", "num_proc")
@@ -58,7 +59,7 @@ class ForkedTokenizerFix(Fix):
             with inherited_by_forked_workers(tokenizer):
                 return wrapped(*args, **kwargs)
 
-        patcher.wrap(*found.owner_and_name(BUILD), build)
+        route.wrap(found, patcher, BUILD, self.name, build)
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Tar
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
 from speculators_qwen_compat.data import media, render_faults
 from speculators_qwen_compat.data import render as local_renderer
+from speculators_qwen_compat.fixes import route
 
 LOCAL = "local"
 RENDER_CLIENT = "speculators.data_generation.render_client"
@@ -112,5 +113,5 @@ class LocalRenderFix(Fix):
 
         if found.has(POST):
             patcher.wrap(*found.owner_and_name(POST), post)
-        patcher.wrap(*found.owner_and_name(BUILD), build)
+        route.wrap(found, patcher, BUILD, self.name, build)
         patcher.wrap(*found.owner_and_name(RENDER), render)

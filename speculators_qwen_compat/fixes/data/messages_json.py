@@ -16,6 +16,7 @@ from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 from speculators_qwen_compat.data.arrow_batch import MESSAGES, with_json_messages
+from speculators_qwen_compat.fixes import route
 
 BATCH = Target(PREPROCESSING, "_preprocess_batch", params=("examples",))
 #: 0.6+: what upstream applies to the ``messages`` it keeps (<= 0.5 keep none).
@@ -42,4 +43,4 @@ class MessagesJsonFix(Fix):
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             return with_json_messages(wrapped(*args, **kwargs))
 
-        patcher.wrap(*found.owner_and_name(BATCH), preprocess_batch)
+        route.wrap(found, patcher, BATCH, self.name, preprocess_batch)

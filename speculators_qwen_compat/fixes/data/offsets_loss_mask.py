@@ -23,6 +23,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
+from speculators_qwen_compat.fixes import route
 from speculators_qwen_compat.fixes.data import row_guard
 
 #: the target row_guard also wraps (optionally, for weight-0 turns); required here
@@ -54,7 +55,7 @@ class OffsetsLossMaskFix(Fix):
                 mask = None
             return wrapped(*args, **kwargs) if mask is None else mask
 
-        patcher.wrap(*found.owner_and_name(OFFSETS), create)
+        route.wrap(found, patcher, OFFSETS, self.name, create)
 
 
 def loss_mask(text: str, offsets: Any, pattern: str | re.Pattern[str]) -> Any:

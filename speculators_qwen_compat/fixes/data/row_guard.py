@@ -45,6 +45,7 @@ from speculators_qwen_compat.core.upstream import (
 from speculators_qwen_compat.data import ledger, processor_media, speculator_rows, weights
 from speculators_qwen_compat.data.files import SOURCE_COLUMN
 from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
+from speculators_qwen_compat.fixes import route
 
 #: A span of a failed batch this short is isolated row by row rather than halved again.
 ROW_BY_ROW = 8
@@ -159,9 +160,9 @@ def _guard_rows(found: Found, patcher: Patcher) -> None:
             return wrapped(*args, **kwargs)
         return _BatchGuard(found.module, wrapped, bound, current).run()
 
-    patcher.wrap(*found.owner_and_name(SCRIPT_BATCH), preprocess_batch)
+    route.wrap(found, patcher, SCRIPT_BATCH, RowGuardFix.name, preprocess_batch)
     if found.has(OFFSETS):
-        patcher.wrap(*found.owner_and_name(OFFSETS), loss_mask_from_offsets)
+        route.wrap(found, patcher, OFFSETS, RowGuardFix.name, loss_mask_from_offsets)
 
 
 class _BatchGuard:
@@ -321,7 +322,7 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
                 ledger.skip(NOTHING_TO_SUPERVISE, where)
         return rows
 
-    patcher.wrap(*found.owner_and_name(BATCH), preprocess_batch)
+    route.wrap(found, patcher, BATCH, RowGuardFix.name, preprocess_batch)
     patcher.wrap(*found.owner_and_name(BOUNDARY_ROWS), render_boundary_rows)
     patcher.wrap(*found.owner_and_name(RENDER_ROWS), render_conversation_rows)
 

@@ -31,6 +31,7 @@ from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Tar
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind
 from speculators_qwen_compat.data.ledger import Ledger, Tally
 from speculators_qwen_compat.data.render_faults import RenderServerFailed
+from speculators_qwen_compat.fixes import route
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -106,7 +107,7 @@ class RunReportFix(Fix):
         if found.here(VISUALIZE):
             patcher.wrap(*found.owner_and_name(VISUALIZE), _visualize_sample)
         if found.here(SAVE_FREQ):
-            patcher.wrap(*found.owner_and_name(SAVE_FREQ), _save_token_frequencies)
+            route.wrap(found, patcher, SAVE_FREQ, self.name, _save_token_frequencies)
 
 
 def _run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

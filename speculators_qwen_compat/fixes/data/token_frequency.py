@@ -23,6 +23,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
+from speculators_qwen_compat.fixes import route
 
 COUNTER = Target(
     PREPROCESSING, "save_token_frequency_distribution", params=("dataset", "output_path")
@@ -51,7 +52,7 @@ class TokenFrequencyFix(Fix):
             torch.save(counts, path)
             return None
 
-        patcher.wrap(*found.owner_and_name(COUNTER), save)
+        route.wrap(found, patcher, COUNTER, self.name, save)
 
 
 def token_frequencies(dataset: Any) -> dict[int, int] | None:

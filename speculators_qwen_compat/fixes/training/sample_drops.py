@@ -42,6 +42,7 @@ from typing import Any
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.fixes import route
 
 TRAINER = "speculators.train.trainer"
 RECOVERY = "speculators.train.recovery"
@@ -89,7 +90,9 @@ class SampleDropsFix(Fix):
             (CONSUME, _consume),
             (RAW_DATA, _get_raw_data),
         ):
-            if found.here(target):
+            if found.here(target) and target.path in route.ROUTE:  # shared with other fixes
+                route.wrap(found, patcher, target, self.name, wrapper)
+            elif found.here(target):
                 patcher.wrap(*found.owner_and_name(target), wrapper)
 
 

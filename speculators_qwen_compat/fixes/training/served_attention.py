@@ -27,6 +27,7 @@ from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
+from speculators_qwen_compat.fixes import route
 from speculators_qwen_compat.training import served_drafter as sd
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -50,9 +51,9 @@ class ServedAttentionFix(Fix):
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         if found.here(SAVE_PRETRAINED):
-            patcher.wrap(*found.owner_and_name(SAVE_PRETRAINED), _save_pretrained)
+            route.wrap(found, patcher, SAVE_PRETRAINED, self.name, _save_pretrained)
         if found.here(RUN_TRAINING):
-            patcher.wrap(*found.owner_and_name(RUN_TRAINING), _run_training)
+            route.wrap(found, patcher, RUN_TRAINING, self.name, _run_training)
 
 
 def config_dict(model: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
+from speculators_qwen_compat.fixes import route
 from speculators_qwen_compat.training import served_drafter as sd
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -57,7 +58,7 @@ class ServedRopeFix(Fix):
             with served_rope(instance):
                 return wrapped(*args, **kwargs)
 
-        patcher.wrap(*found.owner_and_name(SAVE_PRETRAINED), save_pretrained)
+        route.wrap(found, patcher, SAVE_PRETRAINED, self.name, save_pretrained)
 
 
 @contextmanager

@@ -1,0 +1,64 @@
+"""The route declared in speculators_qwen_compat/fixes/route.py is the one applied: every
+upstream function several fixes wrap carries one wrapper (``core.fix.Route``) whose stages are
+the declared fixes applied on this release, in the declared order; and a Route runs its stages
+outer to inner, a stage left unset (its fix switched off) skipped."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+from conftest import run_program
+
+from speculators_qwen_compat.core.fix import Patcher, Route
+from speculators_qwen_compat.fixes import ALL_FIXES
+from speculators_qwen_compat.fixes.route import ROUTE, stage_order
+
+
+def test_every_stop_names_a_fix() -> None:
+    names = {fix.name for fix in ALL_FIXES}
+    assert {stop.fix for stops in ROUTE.values() for stop in stops} <= names
+
+
+def test_each_shared_function_is_wrapped_once_with_the_declared_stages() -> None:
+    result = run_program("route_stages")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    applied = {name for name, state in report["states"].items() if state == "applied"}
+    assert report["routes"], "no shared function found: the program looked in the wrong place"
+    for path, seen in report["routes"].items():
+        expected = [fix for fix in stage_order(path) if fix in applied]
+        if len(expected) == 0:
+            continue
+        assert seen["route"], f"{path}: not wrapped through a Route"
+        assert seen["stages"] == expected, path
+        assert seen["wrappers_inside"] == 0, f"{path}: another wrapper of ours inside the route"
+
+
+def _upstream(value: int) -> list[str]:
+    return [f"upstream {value}"]
+
+
+def test_a_route_runs_its_stages_outer_to_inner_and_undoes_cleanly() -> None:
+    def stage(label: str) -> Any:
+        def wrapper(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> list[str]:
+            return [f"{label} in", *wrapped(*args, **kwargs), f"{label} out"]
+
+        return wrapper
+
+    owner = SimpleNamespace(target=_upstream)  # as a module holds a function
+    patcher = Patcher()
+    order = ("outer", "middle", "inner")
+    # applied in another order than declared: the declaration decides
+    patcher.wrap_stage(owner, "target", order, "inner", stage("inner"))
+    mark = patcher.mark()
+    patcher.wrap_stage(owner, "target", order, "outer", stage("outer"))
+    assert owner.target(1) == ["outer in", "inner in", "upstream 1", "inner out", "outer out"]
+    patcher.wrap_stage(owner, "target", order, "middle", stage("middle"))
+    assert owner.target(2)[:3] == ["outer in", "middle in", "inner in"]
+    assert isinstance(owner.target._self_wrapper, Route)
+    patcher.restore(mark)  # the stages set after the mark come off; the route stays
+    assert owner.target(3) == ["inner in", "upstream 3", "inner out"]
+    patcher.restore()
+    assert owner.target is _upstream

@@ -95,6 +95,19 @@ def test_bad_folders_name_their_problem(verifier: Path, tmp_path: Path) -> None:
         assert "serve it:" in result.stdout
 
 
+def test_a_saved_token_count_other_than_the_blocks_is_named(verifier: Path, tmp_path: Path) -> None:
+    """vLLM takes speculators_config's speculative_tokens when the serve line gives none: a
+    folder whose count is not its block's is a named problem; the line passes the block's."""
+    folder = _save(verifier, tmp_path / "dflash", "dflash", "--block-size", "8")
+    config = json.loads((folder / "config.json").read_text())
+    config["speculators_config"]["proposal_methods"][0]["speculative_tokens"] = 3
+    (folder / "config.json").write_text(json.dumps(config))
+    result = _doctor(verifier, folder)
+    assert result.returncode == 1
+    assert "3 saved in speculators_config, but the block drafts 7" in result.stderr
+    assert _serve_config(result.stdout)["num_speculative_tokens"] == 7
+
+
 def test_missing_drafter_folder_is_one_line(verifier: Path, tmp_path: Path) -> None:
     result = _doctor(verifier, tmp_path / "nowhere")
     assert result.returncode == 1

@@ -185,6 +185,14 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
         + ("including" if anchor else "after")
         + " its anchor, as trained; more drafts than that the drafter never learned)",
     )
+    recorded = methods[0].get("speculative_tokens")
+    if recorded is not None and int(recorded) != tokens:
+        check.problem(
+            "speculative tokens",
+            f"{recorded} saved in speculators_config, but the block drafts {tokens}: vLLM uses "
+            f"the saved {recorded} when the serve line leaves num_speculative_tokens out; "
+            f"pass {tokens} (the line below does)",
+        )
     return tokens
 
 

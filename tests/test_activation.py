@@ -12,7 +12,7 @@ import wrapt
 from conftest import FIXES_OFF, RELEASE, run_program
 
 import speculators_qwen_compat as compat
-from speculators_qwen_compat.core.fix import FixState
+from speculators_qwen_compat.core.fix import FixState, Route
 from speculators_qwen_compat.core.releases import TESTED_RELEASES
 from speculators_qwen_compat.core.startup import ENV_SWITCH
 
@@ -30,10 +30,15 @@ _TYPED = TESTED_RELEASES[str(RELEASE)].fixes.get("messages_json") == FixState.AP
 
 
 def _stack(func: object) -> list[str]:
-    """The fix modules wrapping an upstream function, outermost first."""
+    """The fixes whose stages run around an upstream function, outermost first: a shared
+    function carries one wrapper, the route (core.fix.Route), holding each fix's stage."""
     names = []
     while isinstance(func, wrapt.FunctionWrapper):
-        names.append(_outer_fix(func))
+        wrapper = func._self_wrapper  # type: ignore[attr-defined]
+        if isinstance(wrapper, Route):
+            names += [n for n in wrapper.order if getattr(wrapper.stages, n) is not None]
+        else:
+            names.append(wrapper.__module__.rsplit(".", 1)[-1])
         func = func.__wrapped__
     return names
 
@@ -59,11 +64,6 @@ def test_install_uninstall_install() -> None:
         compat.install()
     assert _layers(P._preprocess_batch) == wrapped_layers
     assert inspect.unwrap(P._preprocess_batch) is original
-
-
-def _outer_fix(func: object) -> str:
-    """The fix module whose wrapper is outermost on an upstream function."""
-    return func._self_wrapper.__module__.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
 
 
 def test_disable_after_activation_applies_the_new_set(monkeypatch: pytest.MonkeyPatch) -> None:

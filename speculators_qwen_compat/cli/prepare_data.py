@@ -40,8 +40,8 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
-from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.run_options import update_options
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data import inline_media, media, media_paths
 from speculators_qwen_compat.data.ledger import REPORT_NAME
@@ -68,8 +68,8 @@ speculators_qwen_compat options (besides the release's own, above):
                             '{"max_pixels": 1003520}' or '{"size": {"longest_edge": N}}'):
                             images are counted with it locally and it is sent with every
                             render request (0.8+; docs/images.md)
-  --render-retry-seconds S  with --render-endpoint URL: how long each render request is
-                            retried while the server is unreachable (default 180)
+  --render-retry-seconds S  rendering on a vLLM server (0.8+): how long each render request
+                            is retried while the server is unreachable (default 180)
   --strict-data             data-quality warnings (placeholder or boilerplate replies,
                             prompt-only rows, exact duplicates) are fatal
   --debug                   show the traceback of a fatal error
@@ -121,9 +121,9 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     media_paths.choose_root(ours.media_dir)
     # inline images (Image() bytes, data: URIs) are written beside --output (inline_media.py)
     inline_media.choose_folder(Path(_option_value(rest, "--output", "./output")))
-    run_options.update(strict_data=ours.strict_data)
+    update_options(strict_data=ours.strict_data)
     if ours.render_retry_seconds is not None:  # else as inherited (a parent's, or the default)
-        run_options.update(render_retry_seconds=_seconds(ours.render_retry_seconds))
+        update_options(render_retry_seconds=_seconds(ours.render_retry_seconds))
     activate()
     from speculators_qwen_compat.fixes.data import run_report
 

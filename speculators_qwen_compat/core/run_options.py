@@ -49,7 +49,7 @@ class RunOptions:
 _parsed: tuple[str, RunOptions] | None = None
 
 
-def current() -> RunOptions:
+def current_options() -> RunOptions:
     """This process's options: the inherited ``RUN_ENV`` (parsed once per value), or the
     defaults."""
     global _parsed
@@ -63,15 +63,15 @@ def current() -> RunOptions:
     return _parsed[1]
 
 
-def update(**changes: Any) -> RunOptions:
+def update_options(**changes: Any) -> RunOptions:
     """Set some options for this process and the processes it starts from now on."""
-    options = dataclasses.replace(current(), **changes)
+    options = dataclasses.replace(current_options(), **changes)
     os.environ[RUN_ENV] = options.to_json()
     return options
 
 
 def restore(options: RunOptions | None) -> None:
-    """Put back what ``current()`` returned earlier (None: the variable was unset)."""
+    """Put back what ``current_options()`` returned earlier (None: the variable was unset)."""
     if options is None:
         os.environ.pop(RUN_ENV, None)
     else:
@@ -80,4 +80,4 @@ def restore(options: RunOptions | None) -> None:
 
 def saved() -> RunOptions | None:
     """The options as set now, or None when the variable is unset (for ``restore``)."""
-    return current() if os.environ.get(RUN_ENV) else None
+    return current_options() if os.environ.get(RUN_ENV) else None

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
+from speculators_qwen_compat.core.run_options import current_options, update_options
 
 #: Column names that hold a conversation, tried in this order.
 CONVERSATION_KEYS = ("conversations", "messages", "conversation")
@@ -49,7 +49,7 @@ class ColumnOptions:
 
     def export(self) -> None:
         """Into the run's options, for this process and the ``datasets.map`` workers."""
-        run_options.update(
+        update_options(
             conversations_key=self.conversations_key,
             prompt_columns=self.prompt,
             response_column=self.response,
@@ -58,7 +58,7 @@ class ColumnOptions:
 
     @classmethod
     def of_this_run(cls) -> ColumnOptions:
-        options = run_options.current()
+        options = current_options()
         return cls(
             options.conversations_key,
             options.prompt_columns,

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
+from speculators_qwen_compat.core.run_options import current_options, update_options
 
 #: The media folder's name beside ``--output``: ``<output>-media``.
 SUFFIX = "-media"
@@ -60,10 +60,10 @@ def choose_folder(output: Path | None) -> Path | None:
     """Export the media folder of a run writing ``output`` (None: no folder, inline images are
     skips) for this process and its map workers; the folder is made on the first image."""
     if output is None:
-        run_options.update(inline_media_dir=None)
+        update_options(inline_media_dir=None)
         return None
     folder = folder_for(output)
-    run_options.update(inline_media_dir=str(folder))
+    update_options(inline_media_dir=str(folder))
     sweep_dead_writers(folder)
     return folder
 
@@ -124,12 +124,12 @@ def scratch_folder() -> Path:
 
     made = Path(tempfile.mkdtemp(prefix="speculators-qwen-compat-media-"))
     atexit.register(shutil.rmtree, made, True)
-    run_options.update(inline_media_dir=str(made))
+    update_options(inline_media_dir=str(made))
     return made
 
 
 def media_folder() -> Path | None:
-    value = run_options.current().inline_media_dir
+    value = current_options().inline_media_dir
     return Path(value) if value else None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
+from speculators_qwen_compat.core.run_options import current_options, update_options
 from speculators_qwen_compat.data import run_folders
 from speculators_qwen_compat.data.quality import QualityStats
 
@@ -143,7 +143,7 @@ def _write(pending: _Pending) -> None:
     each skip reason and note once."""
     if not pending:
         return
-    directory = run_options.current().ledger_dir
+    directory = current_options().ledger_dir
     if directory and os.path.isdir(directory):
         record: dict[str, Any] = {"seen": pending.seen, "skips": pending.skips}
         if pending.notes:
@@ -239,8 +239,8 @@ class Ledger:
         # owned and swept like a run folder: a killed run's ledger does not stay in /tmp
         self.folder = run_folders.make(Path(tempfile.gettempdir()), "sqc-ledger-")
         self.directory = str(self.folder)
-        self._previous = run_options.current().ledger_dir
-        run_options.update(ledger_dir=self.directory)
+        self._previous = current_options().ledger_dir
+        update_options(ledger_dir=self.directory)
 
     def tally(self) -> Tally:
         tally = Tally()
@@ -263,6 +263,6 @@ class Ledger:
 
     def close(self) -> Tally:
         tally = self.tally()
-        run_options.update(ledger_dir=self._previous)
+        update_options(ledger_dir=self._previous)
         run_folders.release(self.folder)
         return tally

@@ -38,8 +38,8 @@ from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.run_options import current_options, update_options
 from speculators_qwen_compat.data import media_faults, vllm_tokenizer
 
 #: Content part types that carry media, as upstream's ``_adapt_part_for_vllm`` writes them.
@@ -233,7 +233,7 @@ def checked(image: Any) -> None:
 
 def processor_kwargs() -> dict[str, Any]:
     """``--mm-processor-kwargs`` as this run was given it (``{}`` when not)."""
-    return dict(run_options.current().mm_processor_kwargs)
+    return dict(current_options().mm_processor_kwargs)
 
 
 def choose_processor_kwargs(text: str | None) -> None:
@@ -241,7 +241,7 @@ def choose_processor_kwargs(text: str | None) -> None:
     workers; anything else is the run's one-line error."""
     if text is None:
         # not inherited from an earlier run in this process
-        run_options.update(mm_processor_kwargs={})
+        update_options(mm_processor_kwargs={})
         return
     try:
         value = json.loads(text)
@@ -252,7 +252,7 @@ def choose_processor_kwargs(text: str | None) -> None:
             f"--mm-processor-kwargs {text}: give a JSON object, e.g. "
             "'{\"max_pixels\": 1003520}' (as the vLLM server was started with)"
         )
-    run_options.update(mm_processor_kwargs=value)
+    update_options(mm_processor_kwargs=value)
 
 
 def pillow() -> tuple[Any, Any]:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from speculators_qwen_compat.core import run_options
+from speculators_qwen_compat.core.run_options import current_options, update_options
 
 _SOURCE_INDEX = re.compile(r"(:\d+|\[\d+\])\Z")
 _row_source: ContextVar[str | None] = ContextVar("speculators_qwen_compat_source", default=None)
@@ -43,13 +43,13 @@ class MediaFileMissing(ValueError):
 def choose_root(folder: str | None) -> None:
     """``--media-dir DIR``: checked (a folder) and exported; a bad value is the run's error."""
     if folder is None:
-        run_options.update(media_root=None)
+        update_options(media_root=None)
         return
     if not Path(folder).is_dir():
         from speculators_qwen_compat.core.errors import CompatError
 
         raise CompatError(f"--media-dir {folder}: no such folder")
-    run_options.update(media_root=os.path.abspath(folder))
+    update_options(media_root=os.path.abspath(folder))
 
 
 @contextmanager
@@ -83,7 +83,7 @@ def resolve(value: str, source: str | None = None) -> str:
     if os.path.isabs(value):
         return value
     source = _row_source.get() if source is None else source
-    root = run_options.current().media_root
+    root = current_options().media_root
     if root:
         return _found(Path(root) / value, value, f"--media-dir {root}")
     folder = data_folder(source)

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
+from speculators_qwen_compat.core.run_options import current_options, update_options
 from speculators_qwen_compat.data.columns import (
     CONVERSATION_KEYS,
     ColumnOptions,
@@ -136,7 +136,7 @@ def _release() -> str:
 def unknown_role_policy(release_roles: str | None = None) -> str:
     """ "assistant", "drop" or "skip": ``--unknown-roles``, else the installed release's own
     (``release_roles`` when the caller read it from upstream's shape, else by version)."""
-    chosen = run_options.current().unknown_roles
+    chosen = current_options().unknown_roles
     if chosen in ("assistant", "drop", "skip"):
         return chosen
     if release_roles:
@@ -159,12 +159,12 @@ def choose_unknown_roles(value: str | None) -> None:
         raise CompatError(
             f"--unknown-roles {value}: choose one of {', '.join(UNKNOWN_ROLE_CHOICES)}"
         )
-    run_options.update(unknown_roles=value)
+    update_options(unknown_roles=value)
 
 
 def _unknown_role_note(role: str, policy: str) -> str:
     how = "treated as assistant" if policy == "assistant" else "dropped"
-    if run_options.current().unknown_roles == policy:
+    if current_options().unknown_roles == policy:
         return f"turns with role {role!r} {how} (--unknown-roles {policy})"
     return f"turns with role {role!r} {how}, as speculators {_release() or 'upstream'} does"
 

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
+from speculators_qwen_compat.core.run_options import current_options
 
 HASH_BYTES = 8
 
@@ -235,4 +235,4 @@ def summary(found: dict[str, dict[str, Any]]) -> str:
 
 
 def strict() -> bool:
-    return run_options.current().strict_data
+    return current_options().strict_data

@@ -37,7 +37,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
+from speculators_qwen_compat.core.run_options import current_options, update_options
 from speculators_qwen_compat.data import media, segment_encoder, vllm_tokenizer
 from speculators_qwen_compat.data.content_format import OPENAI, content_format
 
@@ -53,8 +53,8 @@ def remember(model_path: str, processor: Any) -> None:
     vllm_tokenizer.for_rendering(tokenizer)  # loaded once here, before map workers fork
     if any(type(o).__module__.startswith(REMOTE_CODE_MODULES) for o in (processor, tokenizer)):
         # the run's options carry it to spawned map workers, which load the same processor
-        trusted = run_options.current().trusted_models
-        run_options.update(trusted_models=tuple(sorted({*trusted, model_path})))
+        trusted = current_options().trusted_models
+        update_options(trusted_models=tuple(sorted({*trusted, model_path})))
 
 
 def processor_for(model_path: str) -> Any:
@@ -64,7 +64,7 @@ def processor_for(model_path: str) -> Any:
     if processor is None:
         from transformers import AutoProcessor
 
-        trust = model_path in run_options.current().trusted_models
+        trust = model_path in current_options().trusted_models
         processor = AutoProcessor.from_pretrained(model_path, trust_remote_code=trust)
         _processors[model_path] = processor
     return processor

@@ -41,8 +41,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.data import media_faults
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -153,7 +153,7 @@ def media_config_fault(exc: BaseException) -> str | None:
     if found is not None and OUTSIDE_ALLOWED in found[1]:
         # vLLM masks the path (by depth): which image it was cannot be told, and every image
         # outside that folder meets the same refusal again in the hidden-state step
-        media = run_options.current().inline_media_dir
+        media = current_options().inline_media_dir
         wrote = f"the images this run wrote to {media} or " if media else ""
         return (
             f"the render server cannot read {wrote}an image the data names (vLLM: "
@@ -238,7 +238,7 @@ def budget(exc: BaseException) -> float:
     if found is not None and found[0] in WRONG_ADDRESS:
         return WRONG_ADDRESS_SECONDS
     try:
-        chosen = run_options.current().render_retry_seconds
+        chosen = current_options().render_retry_seconds
         return RETRY_SECONDS if chosen is None else float(chosen)
     except (TypeError, ValueError):
         return RETRY_SECONDS

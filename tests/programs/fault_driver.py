@@ -43,14 +43,14 @@ def place_kill(point: str) -> None:
 
         Dataset.map = map_then_die
     elif point == "during-map":
-        from speculators_qwen_compat.core import run_options
+        from speculators_qwen_compat.core.run_options import current_options
         from speculators_qwen_compat.data import ledger
 
         original_write = ledger._write
 
         def write_then_die(pending: Any) -> None:
             original_write(pending)
-            if pending.seen and run_options.current().ledger_dir:
+            if pending.seen and current_options().ledger_dir:
                 kill_everything()
 
         ledger._write = write_then_die

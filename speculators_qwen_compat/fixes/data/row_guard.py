@@ -32,8 +32,8 @@ from inspect import BoundArguments
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
@@ -405,6 +405,6 @@ class _FoldRowErrors:
     counts those rows and the run's summary names their reasons."""
 
     def filter(self, record: Any) -> bool:
-        if not run_options.current().ledger_dir:
+        if not current_options().ledger_dir:
             return True
         return UPSTREAM_ROW_ERROR not in record.getMessage()

@@ -7,6 +7,7 @@ checked in tests/test_served_drafter.py (vLLM's config reader on the same kind o
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -48,9 +49,14 @@ def _doctor(verifier: Path, drafter: Path) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+def _serve_words(stdout: str) -> list[str]:
+    """The serve line as the shell splits it."""
+    return shlex.split(stdout.split("serve it:\n", 1)[1].strip().splitlines()[0])
+
+
 def _serve_config(stdout: str) -> dict:
-    line = stdout.split("serve it:\n", 1)[1].strip().splitlines()[0]
-    return json.loads(line.split("--speculative-config ", 1)[1].strip("'"))
+    words = _serve_words(stdout)
+    return json.loads(words[words.index("--speculative-config") + 1])
 
 
 def test_saved_with_fixes_serves_as_trained(verifier: Path, tmp_path: Path) -> None:
@@ -115,3 +121,37 @@ def test_missing_drafter_folder_is_one_line(verifier: Path, tmp_path: Path) -> N
         f"speculators_qwen_compat: error: --drafter {tmp_path / 'nowhere'}: no "
         f"{tmp_path / 'nowhere' / 'config.json'}"
     )
+
+
+def test_a_folder_with_a_space_and_a_torn_weights_file(verifier: Path, tmp_path: Path) -> None:
+    """The serve line is one a shell runs as printed (a folder name with a space and a quote);
+    a weights file cut short is one line naming the file, not a JSON or struct error."""
+    saved = _save(verifier, tmp_path / "good", "dflash")
+    folder = Path(shutil.copytree(saved, tmp_path / "my drafter's copy"))
+    result = _doctor(verifier, folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    words = _serve_words(result.stdout)
+    assert words[:3] == ["vllm", "serve", str(verifier)]
+    assert _serve_config(result.stdout)["model"] == str(folder)
+
+    weights = next(folder.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:20])
+    result = _doctor(verifier, folder)
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()
+    assert len(error) == 1, result.stderr
+    assert error[0].startswith("speculators_qwen_compat: error: --drafter ")
+    assert f"{weights.name} is not a readable safetensors file" in error[0]
+
+
+def test_a_config_value_of_the_wrong_type_is_one_line(verifier: Path, tmp_path: Path) -> None:
+    saved = _save(verifier, tmp_path / "good", "dflash")
+    folder = Path(shutil.copytree(saved, tmp_path / "edited"))
+    config = json.loads((folder / "config.json").read_text())
+    config["aux_hidden_state_layer_ids"] = ["one", "two"]
+    (folder / "config.json").write_text(json.dumps(config))
+    result = _doctor(verifier, folder)
+    assert result.returncode == 1
+    error = result.stderr.strip().splitlines()
+    assert len(error) == 1, result.stderr
+    assert "config.json holds a value of an unexpected type or shape" in error[0]

@@ -12,6 +12,7 @@ error (exit 1), after the report.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -76,9 +77,19 @@ def weight_names(folder: Path) -> set[str]:
     """Tensor names of the drafter's safetensors files (headers only)."""
     names: set[str] = set()
     for path in sorted(folder.glob("*.safetensors")):
-        with path.open("rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(size))
+        try:
+            with path.open("rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                if not 0 < size <= path.stat().st_size - 8:
+                    raise ValueError(f"a header of {size} bytes in a file of {path.stat().st_size}")
+                header = json.loads(handle.read(size))
+            if not isinstance(header, dict):
+                raise ValueError("the header is not a JSON object")
+        except (OSError, ValueError) as exc:
+            raise CompatError(
+                f"--drafter {folder}: {path.name} is not a readable safetensors file "
+                f"({reason_of(exc)}); save the drafter again or copy it whole"
+            ) from None
         names.update(k for k in header if k != "__metadata__")
     return names
 
@@ -95,17 +106,26 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
         )
         return check
     check.say("type", f"{kind} (vLLM method {VLLM_METHOD[kind]['method']})")
-    _layers(check, config, verifier)
-    _hidden_and_vocab(check, config, verifier, weight_names(folder))
-    tokens = _block(check, config, verifier, kind)
-    _rope(check, config, kind)
-    v2 = _attention(check, config)
+    names = weight_names(folder)
+    try:
+        _layers(check, config, verifier)
+        _hidden_and_vocab(check, config, verifier, names)
+        tokens = _block(check, config, verifier, kind)
+        _rope(check, config, kind)
+        v2 = _attention(check, config)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        # a hand-edited or foreign config.json: a value of a type vLLM would refuse too
+        raise CompatError(
+            f"--drafter {drafter}: config.json holds a value of an unexpected type or shape "
+            f"({reason_of(exc)}); compare it with a config.json `train` saved"
+        ) from None
     recorded = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
     if recorded and recorded != model:
         check.say("verifier recorded", f"{recorded} (vLLM uses the served --model, {model})")
     spec = {**VLLM_METHOD[kind], "model": str(drafter), "num_speculative_tokens": tokens}
     prefix = "VLLM_USE_V2_MODEL_RUNNER=1 " if v2 else ""
-    check.serve = f"{prefix}vllm serve {model} --speculative-config '{json.dumps(spec)}'"
+    served = shlex.quote(json.dumps(spec))
+    check.serve = f"{prefix}vllm serve {shlex.quote(model)} --speculative-config {served}"
     return check
 
 

@@ -602,3 +602,44 @@ def test_inline_images_through_the_server(corpus: Any, servers: Any, tmp_path: P
     assert last.startswith("speculators_qwen_compat: error: ") and (
         f"cannot read the images this run wrote to {tmp_path / 'http-media'} or " in last
     ), last
+
+
+@pytest.mark.vision
+def test_an_image_value_named_like_another_file_here_renders_its_own_bytes(
+    corpus: Any, tmp_path: Path
+) -> None:
+    """A Hub data set keeps each image's original file name beside its bytes; a file of that
+    name in the data's folder (another image: an earlier export, a name every camera uses) must
+    not stand in for the bytes the row holds. Oracle: the same parquet in a folder holding no
+    such files (only the bytes can be used); the same rows naming the files by path show the
+    clash would change the ids."""
+    media, models = corpus
+    plain, clash = tmp_path / "plain", tmp_path / "clash"
+    for folder in (plain, clash):
+        folder.mkdir()
+        _hub_parquet(media, folder / "train.parquet")
+    for name, other in (("square", "wide"), ("wide", "photo"), ("photo", "square")):
+        (clash / f"{name}.png").write_bytes((media / f"{other}.png").read_bytes())
+    ids = {}
+    for folder in (plain, clash):
+        out = tmp_path / f"out-{folder.name}"
+        run = _prepare("0.9.0", models["dense"], out, folder / "train.parquet", folder)
+        assert run.returncode == 0, run.stderr[-3000:]
+        ids[folder.name] = [row["input_ids"] for row in _arrow_rows(out)]
+    assert len(ids["plain"]) == 2
+    assert ids["clash"] == ids["plain"]
+
+    by_path = clash / "paths.jsonl"
+    turns = [
+        {"role": "user", "content": "<image>Describe."},
+        {"role": "assistant", "content": "One."},
+    ]
+    two = [{"role": "user", "content": "<image><image>Describe."},
+           {"role": "assistant", "content": "Two."}]  # fmt: skip
+    by_path.write_text(
+        json.dumps({"messages": turns, "images": ["square.png"]}) + "\n"
+        + json.dumps({"messages": two, "images": ["wide.png", "photo.png"]}) + "\n"
+    )  # fmt: skip
+    run = _prepare("0.9.0", models["dense"], tmp_path / "out-paths", by_path, clash)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert [row["input_ids"] for row in _arrow_rows(tmp_path / "out-paths")] != ids["plain"]

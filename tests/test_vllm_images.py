@@ -319,6 +319,9 @@ def _form_rows(media: Path) -> list[dict[str, Any]]:
         chat(qwen("square"), "Qwen path."),
         chat([{"type": "image", "image": (media / "wide.png").as_uri()}], "Qwen file URL."),
         chat([{"type": "image_url", "image_url": (media / "photo.png").as_uri()}], "Plain url."),
+        # OpenAI Responses parts: input_text is text, input_image a URL string
+        chat([{"type": "input_text", "text": "Which?"},
+              {"type": "input_image", "image_url": (media / "tall.png").as_uri()}], "Responses."),
         {"image": "media/tall.png", "conversations": [
             {"from": "human", "value": "<image>\nWhat is it?"},
             {"from": "gpt", "value": "LLaVA."}]},
@@ -387,6 +390,7 @@ def test_image_rows_identical_locally_and_through_the_server(
     first_turn = count["wide"] + count["photo"]
     expected = [count["square"], first_turn, first_turn + count["tall"], 0]  # _image_rows
     expected += [count["square"], count["wide"], count["photo"], count["tall"]]  # the forms
+    expected += [count["tall"]]  # the Responses parts
     expected += [count["square"] + count["wide"], 0, count["wide"], count["square"]]
     assert sorted(pads) == sorted(expected)
     local_report = json.loads((tmp_path / "local" / "compat_report.json").read_text())

@@ -120,7 +120,8 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     media.choose_processor_kwargs(ours.mm_processor_kwargs)
     media_paths.choose_root(ours.media_dir)
     # inline images (Image() bytes, data: URIs) are written beside --output (inline_media.py)
-    inline_media.choose_folder(Path(_option_value(rest, "--output", "./output")))
+    folder = inline_media.choose_folder(Path(_option_value(rest, "--output", "./output")))
+    media_before = inline_media.images_in(folder)  # an earlier run's, reused by this one
     update_options(strict_data=ours.strict_data)
     if ours.render_retry_seconds is not None:  # else as inherited (a parent's, or the default)
         update_options(render_retry_seconds=_seconds(ours.render_retry_seconds))
@@ -128,7 +129,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     from speculators_qwen_compat.fixes.data import run_report
 
     with run_report.reporting(announce=False) as report:  # the summary is our last line
-        return _prepare_reported(rest, report)
+        return _prepare_reported(rest, report, media_before)
 
 
 def _seconds(text: str) -> float:
@@ -141,7 +142,7 @@ def _seconds(text: str) -> float:
     return seconds
 
 
-def _prepare_reported(rest: list[str], report: Report) -> int:
+def _prepare_reported(rest: list[str], report: Report, media_before: frozenset[str]) -> int:
     """The run under ``report`` (fixes/data/run_report.py), then its output committed with
     compat_report.json and the last line."""
     wants_help = "-h" in rest or "--help" in rest
@@ -178,28 +179,34 @@ def _prepare_reported(rest: list[str], report: Report) -> int:
         if code != 0 or outcome is None:
             staged.abandon()
             return code
-        write_report(staged.folder, outcome)
+        write_report(staged.folder, outcome, media_before)
         output = staged.commit()
     finally:
         staged.abandon()  # a no-op once committed
-    print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}{_media_words()}")
+    media_words = _media_words(media_before)
+    print(f"wrote {outcome.rows_out} rows to {output}; {outcome.tally.summary()}{media_words}")
     return code
 
 
-def _media_files() -> tuple[Path, int] | None:
-    """The media folder of this run and the images in it, when inline images were written."""
+def _media_files(before: frozenset[str]) -> tuple[Path, int, int] | None:
+    """The media folder of this run, the images in it and how many of them this run wrote
+    (the rest an earlier run with the same --output wrote), when it holds any."""
     folder = inline_media.media_folder()
-    if folder is None or not folder.is_dir():
+    images = inline_media.images_in(folder)
+    if folder is None or not images:
         return None
-    return folder, sum(1 for p in folder.iterdir() if not p.name.startswith("."))
+    return folder, len(images), len(images - before)
 
 
-def _media_words() -> str:
-    found = _media_files()
+def _media_words(before: frozenset[str]) -> str:
+    found = _media_files(before)
     if found is None:
         return ""
-    folder, count = found
-    return f"; inline images in {folder} ({count} files: serve with --allowed-local-media-path)"
+    folder, count, written = found
+    return (
+        f"; inline images in {folder} ({count} files, {written} written by this run: serve "
+        "with --allowed-local-media-path)"
+    )
 
 
 def _run_typer_command(
@@ -280,7 +287,7 @@ def _columns_used(columns: Any) -> str:
     return ", ".join(f"column {name!r} ({n} rows)" for name, n in columns.most_common())
 
 
-def write_report(output: Path, outcome: Any) -> Path:
+def write_report(output: Path, outcome: Any, media_before: frozenset[str]) -> Path:
     """compat_report.json: what was read, kept and skipped (with examples), and the fixes."""
     from importlib.metadata import version
 
@@ -301,10 +308,10 @@ def write_report(output: Path, outcome: Any) -> Path:
         },
         "fixes": [vars(s) for s in status()],
     }
-    media_files = _media_files()
+    media_files = _media_files(media_before)
     if media_files is not None:
         report["media_folder"] = str(media_files[0])
-        report["media_files"] = media_files[1]
+        report["media_files"], report["media_files_written"] = media_files[1:]
     path = output / REPORT_NAME
     path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path

@@ -98,14 +98,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def images_in(folder: Path | None) -> frozenset[str]:
+    """The names of the images a media folder holds (none while it does not exist); the
+    temporary files of writers at work are not images yet."""
+    if folder is None or not folder.is_dir():
+        return frozenset()
+    return frozenset(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
 def kept_note() -> str:
     """For a failed run's error line: the media folder it wrote to, when it holds images (they
     stay: a rerun with the same --output reuses them; nothing a run wrote is deleted)."""
     folder = media_folder()
-    if folder is None or not folder.is_dir():
-        return ""
-    images = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
-    if not images:
+    images = images_in(folder)
+    if folder is None or not images:
         return ""
     return (
         f"the {len(images)} images in {folder} stay (a rerun with the same --output reuses "

@@ -234,11 +234,15 @@ def test_each_image_is_written_once_and_named_in_the_report(runs: dict[str, Any]
     media = out.with_name(out.name + "-media")
     names = sorted(p.name for p in media.iterdir())
     assert names == sorted(f"{hashlib.sha256(_png(n)).hexdigest()}.png" for n in SIZES)
-    report = read_report(out)
-    assert report["media_folder"] == str(media) and report["media_files"] == 3
     last = runs["results"]["parquet_folder"].stdout.strip().splitlines()[-1]
-    assert last.endswith(f"; inline images in {media} (3 files: serve with "
-                         "--allowed-local-media-path)"), last  # fmt: skip
+    assert last.endswith(f"; inline images in {media} (3 files, 3 written by this run: serve "
+                         "with --allowed-local-media-path)"), last  # fmt: skip
+    # the report on disk is the rerun's (--overwrite): the same 3 files, none written by it
+    report = read_report(out)
+    assert report["media_folder"] == str(media)
+    assert (report["media_files"], report["media_files_written"]) == (3, 0)
+    rerun_last = runs["results"]["rerun"].stdout.strip().splitlines()[-1]
+    assert "(3 files, 0 written by this run: " in rerun_last, rerun_last
     # upstream's messages column names the files by path, as its hidden-state step sends them
     from datasets import load_from_disk
 

@@ -1,9 +1,8 @@
 """Run-time fixes that make vllm-project/speculators' data preparation work for Qwen3.5/3.6.
 
-``install()`` registers one post-import hook per fix; each fix is applied when its upstream
-module is imported (or at once if it already is), and only where the module has the shape the
-fix relies on. ``uninstall()`` puts every original back. Importing this package imports nothing
-heavy, so the venv-wide ``.pth`` costs next to nothing at start-up.
+``install()`` registers one post-import hook per fix, applied when its upstream module is
+imported and only where it has the shape the fix relies on; ``uninstall()`` puts every original
+back. Importing this package imports nothing heavy, so the venv-wide ``.pth`` costs next to nothing.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""``python -m speculators_qwen_compat status [--json]`` (also ``speculators-qwen-compat``).
+"""``python -m speculators_qwen_compat status [--json]`` or ``doctor ...`` (the same commands).
 
-Tells the installed speculators, transformers and datasets versions, whether the release is one
-we test, and per fix its state (applied, not-needed, not-applicable, disabled, failed), the
-releases it was tested on and whether this one is among them, and why.
-``... doctor --model M [--data FILE] [--rows N]``: the template's profile, the mask strategy
-and a dry run over the data (doctor/command.py).
+``status``: the installed speculators, transformers and datasets versions, whether we test this
+release, and per fix its state, the releases it was tested on and why. ``doctor --model M
+[--data FILE]``: the template's profile, the mask strategy and a dry run (doctor/command.py).
 """
 
 from __future__ import annotations

@@ -46,6 +46,12 @@ PLACEHOLDER = re.compile(
 EXEMPT: dict[str, str] = {
     "NotImplementedError: Speculative Decoding with draft models or parallel drafting does not "
     "support M-RoPE yet": "vLLM 0.32's (v1/spec_decode/llm_base_proposer.py _raise_if_mrope)",
+    "OSError: AF_UNIX path too long": "Python's socket module (binding a Unix socket path over "
+    "107 bytes)",
+    "OSError: Can't load image processor": "transformers' (image_processing_base.py)",
+    "ImportError: ... requires the Torchvision library": "transformers' (utils/import_utils.py)",
+    "ValueError: Could not load any image processor class": "transformers' "
+    "(models/auto/image_processing_auto.py)",
 }
 
 

@@ -1,15 +1,8 @@
 """Let ``torch.compile`` wait for a first call while our commands import upstream.
 
-Why: importing speculators runs ``torch.compile`` on module-level functions (0.5.0
-``models/dflash/core.py:192``, 0.9.0 ``models/dflash/core.py:35``; ``conditional_torch_compile``
-on CUDA machines), and building that wrapper imports torch's inductor compiler: measured here,
-2-2.5 s of the ~9 s of CPU ``import speculators`` takes, in every prepare_data, status and doctor
-run, none of which calls those functions. While ``compile_on_first_call()`` is open,
-``torch.compile(function, **options)`` returns a function that calls the real ``torch.compile``
-with the same options the first time it is called, then the compiled function (torch.compile
-itself compiles on the first call too). Anything that is not a plain function (a module, a
-method object) is compiled as asked. Used by this package's own commands only, never on the
-``.pth`` path or in ``run``/``train``, whose process is the user's or upstream's program.
+Why: speculators compiles functions at import (docs/upstream.md, "Importing speculators"), and
+building that wrapper imports torch's inductor: seconds of CPU in every prepare_data, status and
+doctor run, none of which calls them. Our own commands only, never ``run`` or ``train``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A library's fatal error in a prepare_data run: the stage it stopped in, and the next step.
 
-An error raised by transformers, datasets, Arrow or upstream is not ours to reword, but its
-message alone ("The features can't be aligned ...", "Can't load image processor ...") does not
-tell a user what to do. The stage is read from the traceback (the innermost frame of a known
-step); a few causes are known by their class or words (a full disk, missing processor files,
-memory) and say exactly what to do; anything else names the stage and how to report it.
+Why: an error from transformers, datasets, Arrow or upstream is not ours to reword, but its message
+alone does not tell a user what to do. The stage is read from the traceback; known causes (a full
+disk, missing processor files, memory) say exactly what to do, anything else how to report it.
 """
 
 from __future__ import annotations

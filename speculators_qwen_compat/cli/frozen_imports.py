@@ -1,20 +1,8 @@
 """Keep Python's cyclic garbage collector off what a command imported and will keep.
 
-Why: upstream's import (speculators pulls in torch and its compiler, transformers, datasets,
-pandas) leaves millions of objects alive for the whole run; every full collection walks all of
-them again, and the interpreter's exit walks them once more: measured here, 3.4 s of the 17.5 s
-of CPU a 0.9.0 demo-sized prepare_data run takes. ``gc.freeze()`` moves every object that exists
-to a generation the collector never scans (the Python docs' own advice before forking workers,
-as datasets' map does: the workers then leave those pages unwritten). Objects are still freed by
-reference counting; atexit handlers and weakref finalizers still run. Called by this package's
-own commands only (prepare_data, status, doctor), never on the .pth path or in ``run`` and
-``train``, whose process is the user's or upstream's program.
-
-``importing()`` also keeps the collector off while upstream is imported: the import allocates
-those millions of objects, and each threshold crossed on the way set off a collection that
-walked the growing heap again (measured here: 0.6-0.9 s of CPU of a 0.9.0 prepare_data run on
-2,000 conversations); an import makes almost no cyclic garbage, and what it makes is frozen
-with the rest.
+Why: upstream's import leaves millions of long-lived objects that every full collection and the
+exit walk again (docs/maintainers.md, "Speed"). ``gc.freeze()`` puts them out of the collector's
+reach and ``importing()`` pauses it during the import. Our own commands only, never ``run``.
 """
 
 from __future__ import annotations

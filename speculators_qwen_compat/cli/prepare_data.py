@@ -1,16 +1,8 @@
 """``python -m speculators_qwen_compat.prepare_data``: the installed release's prepare_data, fixed.
 
-Takes the release's own flags: the typer command ``speculators prepare-data`` of 0.8+ (where an
-omitted ``--render-endpoint`` means ``local``: render in-process, no vLLM server), or the
-argparse flags of the git-only ``scripts/prepare_data.py`` of <= 0.7 (release_script.py).
-Adds ``--conversations-key NAME``, the flat-data mapping (``--prompt-column``,
-``--response-column``, ``--system-column``), ``--unknown-roles``, ``--mm-processor-kwargs``
-(0.8+: a capped vLLM server's pixel limits, docs/images.md), ``--strict-data`` and ``--debug``.
-Writes what upstream writes plus ``compat_report.json``, and ends with
-``wrote N rows to OUT; skipped N of M conversations: ...``. ``OUT`` appears only when the
-run succeeded: upstream writes beside it and the folder is renamed at the end
-(staged_output.py). A fatal problem ends with one line ``speculators_qwen_compat: error: ...``
-and exit 1.
+The release's own flags (0.8+'s typer command; <= 0.7: release_script.py) plus ours (README).
+Writes ``compat_report.json`` beside upstream's output, put in place only when the run succeeded
+(staged_output.py); a fatal problem is one line ``speculators_qwen_compat: error: ...``, exit 1.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """``python -m speculators_qwen_compat.regenerate_responses ARGS``: on-policy replies, fixed.
 
-0.8+: upstream's ``speculators regenerate-responses`` typer command with its own flags (and the
-two the run fix adds: ``--request-timeout``, ``--max-consecutive-failures``), with the
-regenerate fixes on (fixes/regenerate/ over regenerate/: every conversation regenerated or
-counted once by reason, one bad request counted without ending the run, a server fault fails it
-with one line, one writer per output, resume never deletes; docs/regenerate-responses.md).
-<= 0.7: the command is the git-only ``scripts/response_regeneration/script.py``; it is found as
-``train`` finds its trainer (``--script PATH`` or ``SPECULATORS_REPO``) and run as it is: its
-code is a script, not an importable module, so none of the fixes reach it.
+0.8+: upstream's ``regenerate-responses`` with our flags and the regenerate fixes on
+(docs/regenerate-responses.md). <= 0.7: the git-only script (``--script``, ``SPECULATORS_REPO``)
+run as it is: not importable, so no fix reaches it (docs/upstream.md, "Regenerate responses").
 """
 
 from __future__ import annotations

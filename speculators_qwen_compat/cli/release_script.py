@@ -1,13 +1,8 @@
 """The prepare_data command of releases that ship none in their wheel (<= 0.7).
 
-Up to 0.7 the command is ``scripts/prepare_data.py`` in the git repository only
-(docs/upstream.md "The prepare_data command"),
-so ``pip install speculators`` users have nothing to run. This rebuilds its argparse interface
-from the installed ``load_and_preprocess_dataset``: a flag exists exactly when the release's
-function takes the matching parameter, with the script's names and defaults, so a command line
-from upstream's docs works unchanged. ``--overwrite`` replaces only prepare_data's own artifacts,
-once the new dataset is written, and refuses a folder holding anything else (0.6 deleted the
-whole folder; 0.5 deleted nothing). The output is staged beside ``--output`` (staged_output.py).
+Why: there it is a git-only script (docs/upstream.md, "The prepare_data command"). Its argparse
+flags are rebuilt from the installed ``load_and_preprocess_dataset``, so upstream's command lines
+work unchanged; ``--overwrite`` replaces only prepare_data's own artifacts (staged_output.py).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""``python -m speculators_qwen_compat.run SCRIPT|-m MODULE [ARGS]``: anything, with the fixes on.
+"""``python -m speculators_qwen_compat.run SCRIPT|-m MODULE [ARGS]``: anything, fixes on.
 
-Installs the fixes, rewrites ``sys.argv`` as the target expects, and runs the target as
-``__main__`` with runpy (the gevent ``monkey`` pattern). Children the target starts activate the
-fixes too, through the .pth. Our own problems (no such script, ``-m`` without a module) are
-one line; whatever the target raises propagates as Python shows it, exit code included.
+Installs the fixes and runs the target as ``__main__`` with runpy; its children activate the fixes
+through the .pth. Our own problems are one line; whatever the target raises propagates as Python
+shows it, exit code included.
 """
 
 from __future__ import annotations

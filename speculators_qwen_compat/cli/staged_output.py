@@ -1,18 +1,8 @@
-"""prepare_data's ``--output`` written beside itself and put in place only when the run succeeded.
+"""prepare_data's ``--output`` written beside itself, put in place only when the run succeeded.
 
-Why: upstream writes into ``--output`` as it goes (token_freq.pt, then the Arrow shards, on
-every release; docs/upstream.md "The prepare_data command"), so a run killed part-way, or one
-that fails after the map (``--strict-data``, the error limit), leaves a folder that looks like a
-dataset, and the next run skips it unless ``--overwrite`` is given. Here upstream writes into
-``<parent>/.<name>.incomplete-XXXX`` (a registered run folder, data/run_folders.py: once its
-owner is dead, swept by the next run of this user with the same ``$TMPDIR``, whatever its
-``--output``, and by any run staging the same ``--output``), and ``commit`` renames it to
-``--output`` after the report is written. ``stage`` is the one place both commands (0.8+'s
-typer command, prepare_data.py; <= 0.7's script, release_script.py) decide this.
-When ``--output`` already exists (``--overwrite``, or a folder without a dataset) the new files
-are moved into it one by one, after the artifacts being replaced are removed; ``artifacts``
-refuses an ``--overwrite`` of a folder holding anything else (upstream's rule, 0.8.1/0.9.0
-``cli/prepare_data.py:55``, on every release, our report included).
+Why: upstream writes into ``--output`` as it goes, so a killed or refused run leaves what looks
+like a dataset. Upstream writes into a registered run folder beside it (data/run_folders.py),
+renamed after the report; ``--overwrite`` as upstream rules (docs/upstream.md, "Overwrite guard").
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What every entry point shares: fixes on for this process and its children, and our own fatal
 errors as one line ``speculators_qwen_compat: error: ...`` (the traceback only when asked for).
-
-``run`` and ``train`` execute the user's script or upstream's trainer: an exception raised there
-is not ours to summarise, so those entry points let it propagate as Python shows it (traceback,
-exit code 1, or the script's own ``sys.exit`` code); only a ``CompatError`` is one line."""
+``run`` and ``train`` execute the user's script or upstream's trainer, whose exceptions are not
+ours to summarise: they propagate as Python shows them; only a ``CompatError`` is one line.
+"""
 
 from __future__ import annotations
 

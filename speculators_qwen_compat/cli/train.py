@@ -1,12 +1,8 @@
 """``python -m speculators_qwen_compat.train ARGS``: the installed release's trainer, fixes on.
 
-0.8+: runs ``speculators.train`` as ``python -m speculators.train`` would (``speculators train``
-forwards there too). <= 0.7: the trainer is ``scripts/train.py`` in an upstream checkout only, so
-name it with ``--script PATH`` or point ``SPECULATORS_REPO`` at the checkout. Works the same
-under ``torchrun --nproc_per_node=N -m speculators_qwen_compat.train ARGS``: every rank is a new
-interpreter and activates the fixes. ``--help`` is the trainer's own help. An exception the
-trainer raises propagates as Python shows it; only our own problems (no trainer found) are one
-line.
+0.8+: runs ``speculators.train`` as ``python -m speculators.train`` would; <= 0.7: the git-only
+``scripts/train.py`` (``--script PATH`` or ``SPECULATORS_REPO``). Works under torchrun (every rank
+activates the fixes); only our own problems (no trainer found) are one line.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The temporary folder must leave room for the map workers' socket: checked before a run.
 
-Why: datasets' ``Dataset.map(num_proc=N)`` (4.8 and 5.x: for any N >= 1, so on every release
-even with one worker) talks to its workers through a ``multiprocess`` manager, which
-listens on a Unix socket at ``$TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX``. Linux holds at most
-107 bytes in a socket path; past that the manager dies at start-up with ``OSError: AF_UNIX path
-too long`` in its own process, and the run sees only a bare ``EOFError`` from the pipe it was
-waiting on (found in CI, whose test folders are deep). Here the run ends first, with the folder
-and the fix named.
+Why: ``Dataset.map`` talks to its workers through a Unix socket under ``$TMPDIR``; past Linux's
+107 bytes its manager dies and the run sees a bare ``EOFError`` (docs/faults.md; found in CI).
+Here the run ends first, naming the folder and the fix.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Imported by the one-line ``speculators_qwen_compat.pth`` in every interpreter of the venv.
 
-It only reads the switch and leaves a finder that installs the fixes at the first import of
-speculators (startup.py): no wrapt, logging, torch, transformers, datasets or speculators
-import at start-up. ``SPECULATORS_QWEN_COMPAT=off`` switches the venv-wide activation off.
-The ``.pth`` line guards this import itself, so a half-uninstalled package (this module gone)
-costs no traceback at start-up either.
+It reads the switch (``SPECULATORS_QWEN_COMPAT=off``) and leaves a finder that installs the fixes
+at the first import of speculators (startup.py): nothing heavy at start-up. The ``.pth`` line
+guards this import, so a half-uninstalled package costs no traceback either.
 """
 
 try:

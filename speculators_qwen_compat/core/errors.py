@@ -1,12 +1,8 @@
 """The error types our fixes raise on purpose: a fatal problem with a what-to-do message.
 
-Every one is a ``CompatError`` (the entry points print it as one line). Where upstream raises a
-built-in type in the same situation, ours subclasses that type too, so callers and tests that
-catch upstream's ``ValueError`` or ``FileNotFoundError`` still catch ours (issue 14): e.g.
-``load_raw_dataset`` on a folder without JSON files raises ``ValueError`` on speculators 0.7+
-(``No .json/.jsonl files found in directory``), a missing ``.jsonl`` reaches ``datasets``'
-``FileNotFoundError``, and 0.7+ end a run with nothing left in ``ValueError("No samples remain
-...")``.
+Every one is a ``CompatError`` (one line from the entry points). Where upstream raises a built-in
+type in the same situation (``ValueError``, ``FileNotFoundError``), ours subclasses it too, so
+callers that catch upstream's type still catch ours (issue 14).
 """
 
 from __future__ import annotations

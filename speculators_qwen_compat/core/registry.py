@@ -1,9 +1,8 @@
 """Registering the fixes as post-import hooks, applying them, and taking them back.
 
-Nothing here imports upstream: each fix names the modules it targets, and wrapt calls the fix
-when such a module finishes importing (or at once, if it already has). A fix that does not fit
-the installed release, or that raises while applying, is recorded and skipped: a hook error
-would otherwise surface as an ImportError of upstream's own module.
+Nothing here imports upstream: wrapt calls each fix when a module it targets finishes importing.
+A fix that does not fit the release, or raises while applying, is recorded and skipped: a hook
+error would otherwise surface as an ImportError of upstream's own module.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The speculators releases we test, declared once.
 
-``status`` says whether the installed release is one of them, the test matrix runs each, a test
-checks that the fixes' shape checks give the states declared here, and tools/support_table.py
-writes docs/maintainers.md's release table from it. A release outside the table still gets every fix
-whose target fits.
+``status``, the test matrix, the fixes' declared states and docs/maintainers.md's release table
+(tools/support_table.py) all read it. A release outside the table still gets every fix whose
+target fits.
 """
 
 from __future__ import annotations

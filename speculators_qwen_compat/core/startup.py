@@ -1,20 +1,8 @@
-"""What the venv-wide ``.pth`` does at interpreter start-up: read the switch, and defer the
-install to the first import of speculators.
+"""What the venv-wide ``.pth`` does at start-up: read the switch, defer the install to speculators.
 
-The ``.pth`` runs in every interpreter of the venv (``python -c pass``, pip, every tool), so it
-must cost next to nothing: registering the import hooks at start-up would import wrapt, logging
-and every fix, about 50 ms, more than a bare interpreter takes to start. Instead a finder that
-finds nothing goes first on ``sys.meta_path``; it only compares each imported name with
-``speculators`` and, the first time speculators is looked for (every fix targets a module inside
-it), installs the fixes with the switch as read at start-up, before any of speculators loads.
-``registry.registry()`` settles a waiting install too, so ``install()``, ``uninstall()``,
-``installed()`` and ``status()`` behave as if the fixes had been installed at start-up.
-
-The fixes themselves live above core, which imports nothing above it: the package's
-``__init__`` (imported before any of its modules, the ``.pth``'s included) hands the catalogue
-down through ``hand_catalogue``, and the registry loads it on first use.
-
-Only ``os`` and ``sys`` are imported here.
+Why: the ``.pth`` runs in every interpreter of the venv; registering the hooks there would cost
+more than a bare start-up. A finder that finds nothing waits for ``speculators`` and installs the
+fixes then, before any of it loads; only ``os`` and ``sys`` are imported here.
 """
 
 from __future__ import annotations

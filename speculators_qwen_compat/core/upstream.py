@@ -1,10 +1,8 @@
 """Names of the upstream modules the fixes target, and helpers to read their shape and calls.
 
-Upstream calls its own functions by position (``_render_conversation_rows(conv, conv_tools, idx,
-render_endpoint, max_length)``, the ``datasets.map`` lambdas), so a wrapper must not read an
-argument by a hard-coded index: a release that reorders the parameters would hand it another
-argument's value. ``bind`` maps a call onto the target's own signature, and each fix's shape
-check requires by name the parameters it reads (``missing``).
+Why: upstream calls its own functions by position (docs/upstream.md, "Row errors"), so a wrapper
+must not read an argument by a hard-coded index. ``bind`` maps a call onto the target's own
+signature; each shape check requires by name the parameters it reads (``missing``).
 """
 
 from __future__ import annotations

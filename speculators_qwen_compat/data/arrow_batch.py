@@ -1,10 +1,8 @@
 """A map batch handed to datasets with its ``messages`` column typed ``List(Json())``.
 
-``datasets.map`` infers a batch's column types from its values, and each worker writes its own
-shard: a ``messages`` column of plain chats infers a struct (missing keys filled with nulls),
-one with tool calls or image parts ``Json``, and shards that disagree cannot be joined. An Arrow
-table whose ``messages`` is JSON text per turn fixes the type for every shard and keeps each
-turn as written; the other columns are typed by datasets' own inference, as before.
+Why: ``datasets.map`` types each worker's shard from its own values, and shards that disagree
+cannot be joined (docs/upstream.md, "The messages column"). JSON text per turn fixes the type for
+every shard; the other columns keep datasets' own inference.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Finding the conversation in one row: which column holds it, or how flat columns map to one.
 
-Target: every release reads only ``examples["conversations"]`` (docs/upstream.md, "Conversation
-column"); real data keeps its turns under other names: ``messages`` (OpenAI chat and fine-tuning
-files), ``conversation`` (LMSYS-Chat-1M, WildChat), sometimes as one JSON string, or in flat
-instruction columns (Alpaca ``instruction``/``input``/``output``, OpenOrca
-``system_prompt``/``question``/``response``, ``prompt``/``completion``, Magicoder
-``problem``/``solution``). Shape: pure functions of one row (a mapping) and the user's options,
-the same on every release, so the map workers and doctor decide row by row what the parent's
-peek decided for the first rows.
-
-Order: ``--conversations-key`` wins; then the flat mapping when ``--prompt-column`` is given and
-the row has it; then the known names; then any column holding a list of turns (or its JSON text).
+Why: upstream reads only ``conversations`` (docs/upstream.md, "Conversation column and
+normalization"); real data uses other names, JSON text or flat columns (docs/formats.md). Pure
+functions of one row and the options, so workers and doctor decide as the parent's peek did.
 """
 
 from __future__ import annotations

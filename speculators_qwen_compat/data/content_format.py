@@ -1,14 +1,8 @@
 """Which content shape a chat template gets, decided the way vLLM 0.32 decides it.
 
-vLLM's chat endpoints (``/render`` included) parse the template and look for a loop over a
-message's content: ``{% for p in message.content %}`` where ``message`` is the target of a loop
-over ``messages`` (or over a name assigned from it), a loop inside a macro over a parameter that
-some call of the macro fills with ``message.content`` (the Qwen3.5/3.6 templates'
-``render_content(message.content, ...)``), or a loop over a plain name ``content`` outside any
-macro. Such a template is "openai": every message's content reaches it as a list of parts (a
-string becomes one text part). Any other template is "string": text parts are joined with
-newlines. transformers passes content through as given, so local rendering shapes it the same
-way to stay token-identical to the server (render.py; docs/formats.md, "vLLM parity").
+Why: vLLM hands content as a list of parts to a template that loops over it ("openai") and joins
+text parts otherwise ("string"), while transformers passes it as given: local rendering shapes it
+the same way to stay token-identical (render.py; docs/formats.md, "vLLM parity").
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""Reading local ``.json``/``.jsonl`` training files without letting Arrow guess a schema (and
-parquet files, ``save_to_disk`` folders and ``hf:`` data sets as the same rows: table_rows.py).
+"""Reading local ``.json``/``.jsonl`` training files without letting Arrow guess a schema.
 
-``datasets``' JSON loader infers one Arrow schema per file: a file mixing ShareGPT and OpenAI
-rows, string and list content, or tool-call arguments as strings and objects either fails to load
-or comes back with every absent key filled with None. Here each row stays the JSON text it was
-(one string column), with its ``file:line`` (``file[index]`` for JSON arrays) beside it; the map
-workers parse it, one row at a time (fixes/data/conversations.py).
-
-Shape: files are streamed (JSON lines line by line, JSON arrays item by item from bounded
-chunks) and written in bounded batches to an Arrow file under datasets' cache folder, where
-upstream's own JSON loader would put its Arrow copy (``HF_DATASETS_CACHE``); the dataset is
-memory-mapped from there, so the parent's memory and what is pickled to the map workers do not
-grow with the number of conversations. The folder is the run's own (so ``datasets.map`` never
-reuses an earlier run's results and every row reaches the skip ledger) and is removed when the
-process that made it exits. The parent only checks the first rows of each file for the errors
-that must stop the run at once. Same on every release (speculators 0.5 to 0.9 all hand
-``load_raw_dataset``'s result to ``datasets.map``); see docs/upstream.md.
+Why: datasets' JSON loader infers one schema per file, so mixed rows fail or gain None-filled keys.
+Each row stays its JSON text with its ``file:line``, streamed into a memory-mapped Arrow file in
+the run's own folder, so memory does not grow with the data (other sources: table_rows.py).
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Images held inline in the data, written once to content-addressed files beside the output.
 
-Target: every reader (data/files.py's JSON rows, data/table_rows.py's parquet, ``save_to_disk``
-and ``hf:`` rows) and the normaliser (data/media_forms.py, data/normalize.py). Hub datasets hold
-images as ``datasets.Image()`` values (``{"bytes", "path"}`` in the file, a PIL image when
-decoded), OpenAI exports as ``data:image/...;base64,`` URIs, Anthropic blocks as ``{"source":
-{"type": "base64", "data": ...}}``. Upstream 0.8+ refuses all of them in prepare_data (they would
-be copied into the training set) and its hidden-state step sends each row's images to vLLM as
-``file://`` paths (``--allowed-local-media-path``).
-
-Shape: each image's bytes are written once to ``<media folder>/<sha256>.<format>`` (the folder
-``prepare_data`` names beside ``--output``, in the run's options for the map workers),
-by a write to a temporary name and an atomic rename, so workers writing the same image at once,
-a killed run and a rerun all leave one whole file; an existing file is reused, never rewritten
-or deleted. The row then names the file by its absolute path, as a path part. Without a media
-folder (upstream's own command, doctor) an inline image is a counted skip naming the form.
+Why: upstream 0.8+ refuses inline images and sends images to vLLM as ``file://`` paths
+(docs/images.md, "Images held inline"). Each is written once, by an atomic rename, to
+``<media folder>/<sha256>.<format>`` and named by path; with no media folder it is a counted skip.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The skip ledger: which conversations were read, which were skipped and why, across processes.
 
-``datasets.map`` runs the fixes in worker processes, so counts cannot live in one process's
-memory. Each process keeps counters for the batch it is in and, when the outermost batch ends,
-appends one JSON line to ``<ledger dir>/<pid>.jsonl``: rows seen, skips with their reasons, notes
-(counted events such as unknown roles treated as assistant) and the batch's data-quality
-statistics (quality.py). The run (fixes/data/run_report.py) makes the directory, sets it in the
-run's options (core/run_options.py: forked and spawned workers inherit them) before the map
-starts, and adds the lines up at the end.
+Why: ``datasets.map`` runs the fixes in worker processes, so counts cannot live in one process.
+Each appends one JSON line per outermost batch to ``<ledger dir>/<pid>.jsonl`` (rows, skips by
+reason, notes, quality statistics); the run report adds them up at the end.
 """
 
 from __future__ import annotations

@@ -1,30 +1,8 @@
 """Images in a render request: the ids vLLM 0.32's render endpoint puts in place of each one.
 
-Target: data/render.py ``render_ids`` (``--render-endpoint local``, speculators 0.8.1/0.9.0).
-Upstream's ``_adapt_part_for_vllm`` turns ``{"type": "image", "path"|"url"}`` into an
-``image_url`` part with a ``file://`` URL (or the URL given) and the template emits one
-``<|image_pad|>`` per image; vLLM then replaces it with the processor's token count
-(README "Images"; checked against a real server by tests/test_vllm_images.py):
-
-- each image's size is read from its header with Pillow (no decode), its EXIF orientation
-  applied, the file checked as cheaply as its format allows (``checked``), and counted by the
-  checkpoint's own image processor: ``get_number_of_image_patches(height, width)`` (transformers'
-  smart_resize with the checkpoint's patch size, merge size and pixel limits from
-  preprocessor_config.json) divided by ``merge_size**2``;
-- the i-th image replaces the i-th ``image_token_id`` of the rendered ids (a literal
-  ``<|image_pad|>`` in text earlier in the prompt takes the first image, as in vLLM); fewer
-  placeholders than images is the server's 400;
-- truncation: every image must lie whole inside the kept window, else the server's 400 ("would
-  split or drop a(n) image item").
-
-What the local path does not render is a skipped conversation with its reason, never a row
-that could differ from the server's: video and audio parts (vLLM samples frames and inserts
-timestamps), URLs other than ``file://`` (the server would fetch them), a file that is missing
-or not an image, a target without an image processor (a text-only checkpoint: vLLM refuses
-images for it too). A vision-language checkpoint (``vision_config``) whose image processor this
-venv cannot build, or no Pillow, is fatal for the run (``MediaUnavailable``: install Pillow and
-torchvision, or render through a server with ``--render-endpoint URL``); text-only data never
-imports Pillow.
+Target: data/render.py ``render_ids`` (``--render-endpoint local``, 0.8+). Pads per image from the
+checkpoint's image processor and the header size (no decode), each image whole in the window;
+what local rendering cannot match the server on is a counted skip (docs/images.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """One rule for an image a conversation names but vLLM cannot use: the skip reason, the same
 whether local rendering (data/media.py) or a vLLM 0.32 render server (data/render_faults.py)
-met it.
-
-vLLM answers such a request with words of its own that hold the file's path (partly masked, by
-how deep the file lies) or an object address; local rendering meets the same fault as a Pillow
-or OS error naming the path. Counted reasons must not depend on either, so each fault is one
-fixed reason (docs/images.md "Faults"):
-
-- missing file: vLLM 500 ``[Errno 2] No such file or directory: '...'``;
-- a folder: vLLM 500 ``[Errno 21] Is a directory``;
-- a file Pillow cannot decode (not an image, truncated): vLLM 400 ``Failed to load image``;
-- more pixels than Pillow's limit (``Image.MAX_IMAGE_PIXELS``, which vLLM sets from
-  ``VLLM_MAX_IMAGE_PIXELS``, default 178,956,970): refused before decoding;
-- the image processor refusing the image (an aspect ratio above 200): vLLM 400 "Failed to
-  apply Qwen3VLProcessor on data=..." (with the image's repr), transformers' ValueError locally;
-- an image that does not lie whole in the prompt: vLLM 400 "would split or drop a(n) image
-  item" (truncation cuts its expansion), 500 "Failed to apply prompt replacement for mm_items"
-  (its placeholder is gone: cut by truncation before expansion, or dropped with a developer
-  turn holding it when vLLM merges system turns).
+met it. Why: both wordings hold the (masked) path or an address, so each fault is one fixed
+reason (docs/images.md, "Faults"; docs/upstream.md, "Images in the forms people hold them").
 """
 
 from __future__ import annotations

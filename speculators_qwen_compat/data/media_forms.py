@@ -1,38 +1,8 @@
 """Images and videos in the forms people hold them, turned into upstream's form once.
 
-Target: the normaliser (data/normalize.py), on every release and path (0.6/0.7 processor rows,
-0.8/0.9 local and server rendering, doctor, regenerate-responses). Upstream's adapter
-(``_adapt_part_for_vllm``, 0.8.1/0.9.0 preprocessing.py, docs/upstream.md "Images") reads only
-``{"type": "image"|"video", "path": P}`` and ``{"type": ..., "url": U}``; it refuses Qwen's own
-``{"type": "image", "image": ...}`` part and the OpenAI ``image_url`` part, and nothing upstream
-reads an image column: LLaVA and LLaMA-Factory rows were written as text holding ``<image>``.
-
-Forms read here (``docs/images.md``):
-- parts: Qwen's ``{"type": "image"|"video", "image"|"video": str}`` (a path, a ``file://`` or
-  http(s) URL), OpenAI's ``{"type": "image_url"|"video_url", "image_url": {"url": U}}`` and the
-  same with the URL as a plain string: all become ``{"type": kind, "path": P}`` (a path) or
-  ``{"type": kind, "url": U}`` (a URL, ``file://`` included, as given);
-- row columns: LLaVA's ``image`` (one path, or a list), LLaMA-Factory's ``images`` and
-  ``videos`` (lists): the i-th ``<image>`` (``<video>``) placeholder in the text of the
-  non-assistant turns, in order, becomes a part naming the i-th file, the text around it text
-  parts; a bare ``{"type": "image"}`` part (TRL's form beside an ``images`` column) is a
-  placeholder too. A count of placeholders that differs from the files given is a skip with
-  both counts.
-- a literal ``<image>``/``<video>`` in a user, system or tool turn of a row that names no such
-  files is a skip too ("the images of this row are missing"): a drafter trained on it learns a
-  placeholder the verifier never sees. In assistant turns the text is the reply's own and stays.
-- inline images (``data:`` URIs, ``base64`` keys, Anthropic ``source`` blocks, ``Image()``
-  values as bytes or decoded) are written once to the run's media folder and named by path
-  (data/inline_media.py); an ``Image()`` value whose path names a file here holding the same
-  bytes uses the path, a file of that name with other content is not used (the bytes are);
-- the Responses API's ``{"type": "input_image", "image_url": U}`` is an image part; a video
-  as a list of frames (qwen-vl-utils) is a skip naming that form (vLLM renders video files);
-- relative paths become absolute against ``--media-dir``, the data file's folder or the working
-  directory (data/media_paths.py).
-
-``for_vllm`` is the other direction, for requests sent to vLLM's OpenAI endpoints
-(regenerate-responses): upstream's parts as ``image_url``/``video_url`` parts with a ``file://``
-URL of the absolute path (what ``_adapt_part_for_vllm`` sends to ``/render``).
+Why: upstream reads only ``{"type": "image"|"video", "path"|"url"}`` parts and no image column
+(docs/upstream.md, "Images in the forms people hold them"). The other forms (docs/images.md) become
+those parts on every release and path; ``for_vllm`` goes the other way, for vLLM's endpoints.
 """
 
 from __future__ import annotations

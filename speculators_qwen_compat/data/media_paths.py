@@ -1,17 +1,8 @@
 """Relative image and video paths: the folder they are relative to, and what a miss says.
 
-Target: the normaliser's media parts (data/media_forms.py), on every release. Data sets name
-their files relative to a folder of their own: LLaVA's ``coco/train2017/000000033471.jpg``
-(relative to the image folder given to its trainer), LLaMA-Factory's ``media_dir`` (default: the
-dataset's folder). Upstream resolves a ``path`` part against the working directory, so the same
-file works from one folder and is "No such file or directory" from another, and the reason never
-says where it looked.
-
-Shape: a relative path becomes absolute when the row is read: against ``--media-dir DIR`` when
-given, else against the data file's folder when the file is there, else against the working
-directory (upstream's rule). A relative path found in none is the conversation's counted skip,
-whose reason says what it was resolved against; the ledger's example for it adds the path as
-resolved. Absolute paths and URLs are left as they are (their faults: data/media_faults.py).
+Why: upstream resolves against the working directory and a miss never says where it looked. Here
+``--media-dir``, else the data file's folder, else the working directory; a miss is a counted
+skip naming what it tried (docs/images.md, "Relative paths: --media-dir").
 """
 
 from __future__ import annotations

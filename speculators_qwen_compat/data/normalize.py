@@ -1,40 +1,8 @@
 """Turning one row of training data into the conversation a chat template expects.
 
-Rows come as ShareGPT (``from``/``value``) or OpenAI (``role``/``content``) turns, or a mix when
-Arrow unified a file holding both (absent keys then read as None). The result is a list of turns
-with ``role`` in {system, user, assistant, tool}, ``content`` as given (strings, or parts lists
-with text parts in ``{"type": "text", "text": ...}`` form), reasoning under both
-``reasoning_content`` (what Qwen templates read) and ``thinking`` (what speculators <= 0.5 keeps),
-and tool calls in the OpenAI shape.
-
-Other shapes are turned into that one here, on every release (docs/upstream.md, "Conversation
-column and normalization"):
-- roles by table, case-insensitively (``developer`` -> system; ``function``, ``observation``,
-  ``ipython``, ``tool_response`` -> tool; ``function_call`` turns -> an assistant tool call);
-  any other role follows the installed release: speculators <= 0.7 drop the turn, 0.8+ treat it
-  as assistant on purpose (model names in on-policy data); ``--unknown-roles skip`` makes it a
-  skip reason instead. Each case is counted (``Normalized.notes``).
-- Anthropic-style content blocks: ``text``; ``thinking`` -> reasoning; ``tool_use`` -> an OpenAI
-  tool call; ``tool_result`` -> a ``tool`` turn before the rest of the user turn.
-- OpenAI's legacy ``function_call`` on an assistant turn -> ``tool_calls``.
-- Tool-call arguments given as objects (Anthropic ``input``, LLaMA-Factory ``function_call``
-  values) are re-serialised with ``json.dumps(..., ensure_ascii=False)``, the OpenAI shape.
-- Tool calls already in the OpenAI shape pass through unchanged (upstream's contract, issue 14):
-  checked, not converted. Arguments become mappings only where a template is applied locally
-  (render.py); the HTTP path sends vLLM the JSON strings it requires.
-- Reasoning given both in a field and inline as ``<think>...</think>`` in the content: the inline
-  copy is removed, so it is never rendered twice.
-- ``weight`` on a turn (OpenAI fine-tuning 0/1, ShareGPT-family floats, null = train) and
-  axolotl's ``train: false``: an assistant turn with weight 0 stays as context and is never
-  supervised (``Normalized.context``).
-- ``name`` is kept on every turn: templates that render it (user/system names) get it.
-- images and videos in every form people hold them (Qwen's ``{"type": "image", "image": ...}``
-  part, OpenAI ``image_url`` parts, LLaVA's ``image`` and LLaMA-Factory's ``images``/``videos``
-  columns with ``<image>``/``<video>`` placeholders) become upstream's ``{"type": kind, "path"|
-  "url"}`` parts, once, for every path (data/media_forms.py).
-
-A row that cannot be turned into such a conversation raises ``BadConversation`` whose message is
-the reason counted in the skip report.
+ShareGPT, OpenAI, Anthropic-style and mixed rows become OpenAI-shaped turns on every release
+(docs/formats.md, "Formats read"; docs/upstream.md, "Conversation column and normalization"); a
+row that cannot be turned raises ``BadConversation``, whose message is the counted reason.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Image and video parts of a conversation: finding them, and handing them to a release that
-applies the template in-process (<= 0.7).
+"""Image parts handed to a release that applies the template in-process (<= 0.7).
 
-On 0.6/0.7 a checkpoint with a ``preprocessor_config.json`` loads as its multimodal processor
-(Qwen3.5/3.6: ``Qwen3VLProcessor``), whose ``apply_chat_template`` reads each image and expands
-it into the processor's count of pad tokens (the count vLLM gives), and upstream writes a
-``messages`` column so hidden-state generation sends the image to vLLM (docs/upstream.md "Images
-on the processor path"). Two gaps there: transformers reads a plain path but not a ``file://``
-URL (the form vLLM and 0.8+ take; every such row was lost with an unrelated reason), and a
-missing file was counted as "nothing to supervise". A tokenizer (0.5.0 always; 0.6/0.7 when the
-checkpoint has no image processor) renders one pad per image and reads no pixels: rows that no
-vLLM hidden-state pass can reproduce, written without a word. Here: a ``file://`` URL becomes a
-path, a missing file (counted as 0.8+ count it: data/media.py) and a tokenizer-only run are skips
-with their reasons.
+Why: transformers' processor reads a path but not a ``file://`` URL, a missing file counted as
+"nothing to supervise", and a tokenizer-only run writes one pad per image silently
+(docs/upstream.md, "Images on the processor path"). Here URLs become paths, the rest skips.
 """
 
 from __future__ import annotations

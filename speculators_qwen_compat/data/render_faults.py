@@ -1,35 +1,8 @@
 """Rendering through a vLLM server: the conversation's faults are skips, the server's are fatal.
 
-Target: upstream's ``render_client.render_conversation`` (0.8.1 :56, 0.9.0 :55), called for
-every prompt and full render of ``--render-endpoint URL`` runs (docs/upstream.md "Local
-rendering", "Render faults"). Upstream retries every failure but a 4xx four times over 14 s
-(2, 4, 8 s) and then raises; the row guard used to count whatever it raised as a skipped
-conversation, so a server that stopped answering turned every later conversation into a 14 s
-skip and the run ended with exit 0 and the rows rendered before.
-
-Here (``render``, called with upstream's undecorated function):
-- a 4xx other than 401/403/404/405/407/408/429 whose body is a JSON error object is the
-  server's refusal of this request (a template or validation error: "No user query found in
-  messages.", a tool call vLLM does not accept, a prompt over ``--max-model-len``): raised as
-  upstream raised it and counted as a skip (data/row_errors.py);
-- anything else the server or the network does (connection refused or reset, timeouts, 5xx,
-  408/429, 401/403/404/405, a reply that is not JSON or holds no ``token_ids`` list) is retried
-  with backoff (1 s doubling to 15 s) for ``RETRY_SECONDS`` (a wrong address, 401/403/404/405,
-  for ``WRONG_ADDRESS_SECONDS``) from the first failure, then raises ``RenderServerFailed``: a
-  fatal error that the row guard never counts (data/ledger.py) and that ends the run from the
-  map worker it happened in (the entry point prints it as one line, with how many conversations
-  were done: fixes/data/run_report.py). A server back within the budget loses no conversation.
-- images (vLLM 0.32): a 500 about one request's images (a missing file, a folder, a placeholder
-  cut by truncation) is that conversation's refusal, a skip, counted under the reason local
-  rendering gives the same file (``refusal_reason``, data/media_faults.py); a 500 "Cannot load
-  local files without `--allowed-local-media-path`" fails the run at once with one line naming
-  the flag (upstream retries it 14 s per render and skips every image conversation, exit 0).
-  The same at once for a local image outside the server's ``--allowed-local-media-path`` (an
-  image this run wrote to its media folder, data/inline_media.py, or one the data names): vLLM
-  masks the path, and the hidden-state step would meet the same refusal.
-  A 500 "Cannot connect to host" (an image URL the server could not fetch) is that
-  conversation's skip too, counted under the server's own words (upstream retried it as a
-  server fault and failed the run after the budget).
+Why: upstream retries every failure for 14 s and the row guard then counted it as a skip, so a
+dead server ended the run with exit 0 (docs/upstream.md, "Render faults"). Here a refusal of the
+request is a skip; anything else is retried within a budget, then ``RenderServerFailed``, one line.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """Folders a run owns for its lifetime, and the sweep that removes those of dead runs.
 
-Why: a run keeps scratch folders (the Arrow copy of the input rows and the mapped rows under
-datasets' cache, data/files.py; the skip ledger, data/ledger.py; the output being written,
-cli/staged_output.py). Removing them at exit (``atexit``) misses a run that is SIGKILLed or
-killed for memory: the folders would stay forever.
-
-Shape: each folder ``<parent>/<prefix>XXXX`` has a lock file ``<parent>/<prefix>XXXX.lock``
-beside it, held with ``fcntl.flock`` for as long as the run (and the map workers it forked,
-which share the lock) lives. The kernel drops the lock when the last holder dies, whatever
-killed it, so "owner dead" is exactly "the lock can be taken", with no pid that could be
-reused. The lock file is made under a temporary name (``.claim-*``), locked, linked to its
-final name (which fails if the name is taken) and only then is the folder made: a sweep never
-sees a lock file its owner does not hold yet, and a folder never exists without its lock file,
-wherever a kill lands. A claim file left by a run killed before the link is removed by a sweep
-once nobody holds it and it is older than CLAIM_GRACE_SECONDS (a live claim is locked within
-microseconds of being made). Linux and macOS (``fcntl``).
-
-A folder made with ``registered=True`` (the output being written, which lies beside whatever
-``--output`` its run was given) is also listed in this user's registry,
-``$TMPDIR/sqc-run-folders-<uid>/``: one symbolic link per folder, to its lock file, made before
-the lock file is linked (so no such folder exists unlisted). Every registered ``make`` (and
-``sweep_registered``) first sweeps the dead folders listed there, wherever they are; a link
-whose lock file is gone (released, or swept by a run of the same prefix) is removed once older
-than CLAIM_GRACE_SECONDS.
+Why: removing scratch folders at exit misses a run killed by SIGKILL or for memory. Each folder's
+lock file is held with ``fcntl.flock`` while its run lives, so "owner dead" is exactly "the lock
+can be taken"; registered folders are listed per user so any later run sweeps them.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
 """Tokenizing rendered chats piece by piece, each piece between special tokens once per process.
 
-Target: ``render.render_ids`` (the local stand-in for vLLM's render endpoint, speculators 0.8+).
-Why: speculators 0.8/0.9 derive a loss mask from one render request per conversation prefix
-(``_render_boundary_rows``, docs/upstream.md), so a conversation of k turns tokenizes its first
-turn k times, and every agentic conversation re-tokenizes the same system prompt and tool
-list. Profiled on the benchmark mix (bench/, 0.9.0, ``--render-endpoint local``), the
-tokenizer's ``encode`` was three quarters of a map worker's time.
-
-Shape it needs: a fast tokenizer (``backend_tokenizer``) whose added tokens all match as plain
-text (no ``lstrip``/``rstrip``/``single_word``, not normalized) and that does not split special
-tokens. Such a tokenizer cuts its input at every added token before normalizing and
-pre-tokenizing (the ``tokenizers`` library's added-vocabulary pass, leftmost-longest match), so
-the ids of a text are the ids of its pieces laid end to end; a piece seen before is looked up.
-Anything else (and any tokenizer whose first texts do not come out identical to its own
-``encode``, checked per process) is encoded whole, exactly as before.
-
-The previous text is kept too: the next render of the same conversation mostly repeats it, so
-the ids up to the last added token both texts share (far enough inside the shared characters
-that no longer match could start there) are reused and only the rest is split and looked up.
-Without it every render hashed and looked up every piece of its whole prefix again, which made
-a k-turn conversation quadratic in its length.
+Target: ``render.render_ids``. Why: 0.8+ render every conversation prefix, so the same turns were
+tokenized again and again (docs/maintainers.md, "Speed"). Pieces are looked up and the previous
+render's ids reused; a tokenizer this cannot reproduce exactly (checked) is encoded whole.
 """
 
 from __future__ import annotations

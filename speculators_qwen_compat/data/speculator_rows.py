@@ -1,12 +1,8 @@
-"""Speculator-format rows: ``input_ids`` + ``loss_mask`` as ``speculators regenerate-responses``
-writes them (0.8.1/0.9.0: ``id``, ``primary_id``, ``input_ids``, ``loss_mask``, ``text``,
-``metadata``; docs/upstream.md "Speculator-format rows").
+"""Speculator-format rows: ``input_ids`` + ``loss_mask``, as ``regenerate-responses`` writes them.
 
-0.7+ pass such rows through (``_passthrough_pretokenized``: clipped to ``--seq-length``, 0.8+
-drop a row with nothing supervised inside it, all filter ``--minimum-valid-tokens``); <= 0.6
-cannot read them. Here: why a row is not kept (``unusable``, the reasons the row guard counts),
-its key for the duplicate check (``identity``), and the column types of a run that mixes them
-with conversations (``aligned``).
+0.7+ pass such rows through, <= 0.6 cannot read them (docs/upstream.md, "Speculator-format rows").
+Here: why a row is not kept (``unusable``), its duplicate-check key (``identity``), and the column
+types of a run mixing them with conversations (``aligned``).
 """
 
 from __future__ import annotations

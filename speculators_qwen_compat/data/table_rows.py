@@ -1,24 +1,8 @@
-"""Data as the Hub holds it: parquet files, ``save_to_disk`` folders and ``hf:`` data sets, read
-as the same rows as the same data in JSON lines.
+"""Parquet, ``save_to_disk`` folders and ``hf:`` data sets, read as the same rows as JSON lines.
 
-Target: ``--data`` on every release (data/files.py, through fixes/data/conversations.py).
-Upstream reads local ``.json``/``.jsonl`` only ("Unsupported dataset: x.parquet"), reads a
-``save_to_disk`` folder as JSON files (and fails on its dataset_info.json), and takes ``hf:``
-data (0.7+) only with a ``conversations`` column; a ``datasets.Image()`` value reaching its map
-is a fatal ``TypeError`` (not JSON serializable).
-
-Shape: each source yields its rows as JSON text with a ``file[i]`` source, like a JSON lines
-file (data/files.py's ``RawRow``), so everything after the read (column finding, normalising,
-the skip ledger) is the JSON path's. Arrow values become JSON as a JSON file would hold them:
-the None Arrow fills in for keys a struct's other rows have are dropped (nested mappings only),
-bytes (an ``Image()`` value's, a binary column) become base64, which the normaliser writes once
-to the media folder (data/inline_media.py). Streamed in record batches of ``BATCH_ROWS`` (a
-parquet file by row groups, a ``save_to_disk`` or ``hf:`` data set memory-mapped), so memory
-does not grow with the number of rows; images are never decoded here.
-
-``hf:NAME_OR_PATH[:SUBSET]:SPLIT`` (upstream's spec; split ``train`` by default): a local
-``save_to_disk`` folder, else ``datasets.load_dataset`` (offline, ``HF_HUB_OFFLINE=1``: from
-the local cache), Arrow-cached and memory-mapped by datasets itself.
+Why: upstream reads local JSON only (docs/formats.md, "Data as the Hub holds it"). Each source
+yields its rows as JSON text with a ``file[i]`` source (files.py's ``RawRow``) in record batches,
+so everything after the read is the JSON path's and memory does not grow with the rows.
 """
 
 from __future__ import annotations

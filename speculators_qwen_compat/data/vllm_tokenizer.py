@@ -1,21 +1,8 @@
 """The tokenizer vLLM 0.32 builds for a checkpoint, for local rendering on every release.
 
-Target: data/render.py ``render_ids`` (``--render-endpoint local``, speculators 0.8.1/0.9.0),
-which must give the ids of vLLM 0.32's render endpoint. vLLM 0.32 runs transformers 5.19, whose
-``AutoTokenizer`` builds the class registered for a checkpoint's ``model_type`` whatever its
-tokenizer_config.json names, for the model types transformers lists as having a wrong class on
-the Hub (``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS``, from 5.18): every Qwen3.5/3.6 type gets
-``Qwen3_5Tokenizer`` (BPE with ``ignore_merges`` off). speculators 0.8.1 pins transformers 5.16,
-which follows tokenizer_config.json (``TokenizersBackend``, ``Qwen2Tokenizer``, ...): with the
-real Qwen3.6 vocabulary 201 of its words tokenize differently (``加拿大`` is one token there and
-three through vLLM), so a local row would disagree with the server's (README "Images";
-tests/test_vllm_images.py proves the ids equal on 0.8.1 and 0.9.0 against golden ids of a real
-server).
-
-``for_rendering(tokenizer)``: the tokenizer itself when it already is the class vLLM builds (0.9.0,
-or a checkpoint of another type), else that class loaded from the same folder (transformers 5.16's
-``Qwen3_5Tokenizer`` encodes exactly as 5.19's: checked on every entry of the vocabulary).
-Remembered per tokenizer object, so a process loads it once.
+Why: vLLM 0.32's transformers builds ``Qwen3_5Tokenizer`` for every Qwen3.5/3.6 model type while
+0.8.1's pin follows tokenizer_config.json, and some words tokenize differently (docs/upstream.md,
+"Local rendering"). ``for_rendering`` gives that class, loaded once per tokenizer.
 """
 
 from __future__ import annotations

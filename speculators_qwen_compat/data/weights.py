@@ -1,20 +1,8 @@
 """Per-turn training weights: assistant turns with ``weight`` 0 stay context, never supervised.
 
-OpenAI fine-tuning files mark assistant turns ``"weight": 0`` (shown to the model, not learned);
-ShareGPT-family sets use float weights, axolotl ``train: false``. The normaliser records the
-indices of such turns (normalize.py, ``Normalized.context``); here their tokens are taken out of
-the loss mask, whichever way the installed release masks (docs/upstream.md, "How loss masks are
-derived"):
-
-- <= 0.7, pattern masks (``_create_loss_mask_from_offsets``): the pattern matches once per
-  assistant turn, in order; the tokens of the matches of weight-0 turns are unset.
-- <= 0.7, transformers' assistant mask (templates with ``{% generation %}``): the mask's runs
-  of ones are the assistant turns in order; the runs of weight-0 turns are unset.
-- 0.8+, one row per assistant turn: the rows of weight-0 turns are dropped
-  (``drop_context_rows``).
-
-When the matches or runs cannot be told apart (their count differs from the assistant turns'),
-the conversation is skipped with ``WeightsUnplaceable``'s message rather than trained wrongly.
+Their tokens leave the loss mask whichever way the release masks (pattern or assistant-mask runs
+on <= 0.7, boundary rows on 0.8+). When turns and matches cannot be told apart, the conversation
+is skipped with ``WeightsUnplaceable``'s message rather than trained wrongly.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The bundled default: a tiny Qwen3.6-style tokenizer and sample data, for ``make demo`` and tests.
 
 ``tiny-qwen36/`` is a byte-level BPE trained here (tools/build_demo_assets.py) with Qwen's chat
-special tokens and ``strict_chat_template.jinja``. ``write_model`` makes a copy with either
-generation-prompt style: Qwen3.6 (thinking on: the prompt ends in ``<think>\\n``) or Qwen3.5-small
-(thinking off: the prompt ends in an empty think block).
+special tokens; ``write_model`` copies it with the Qwen3.6 (thinking on) or Qwen3.5-small
+(thinking off) generation-prompt style.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """A gallery of strict chat templates besides the Qwen3.5/3.6 styles, written here.
 
-Each uses the bundled tiny tokenizer's ChatML framing (``<|im_start|>role\\n...<|im_end|>\\n``)
-and rejects some conversations with its own message (``GALLERY_REJECTS``):
-
-- ``alternation``: roles must alternate user/assistant after one optional system message.
-- ``system_first``: permissive, except that only the first message may be a system message.
-- ``generation_tags``: assistant turns inside ``{% generation %}`` tags, so speculators <= 0.7
-  take transformers' assistant-mask path; the conversation must start with a user message.
-
-``demo.write_model(dest, template=gallery_template(name))`` makes a model folder with one.
+Each uses the tiny tokenizer's ChatML framing and rejects some conversations with its own message
+(``GALLERY_REJECTS``): ``alternation``, ``system_first``, ``generation_tags`` (<= 0.7's
+assistant-mask path). ``demo.write_model(dest, template=gallery_template(name))`` uses one.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Sample conversations for the demo, the tests and the benchmarks, in both formats.
 
-``good_conversations`` yields OpenAI-style conversations (``role``/``content``) of the kinds
-agentic training sets hold: multi-turn, system prompts, reasoning, tool calls whose arguments are
-JSON strings, text-part lists, non-ASCII text. ``rejected_conversations`` yields rows a strict
-Qwen3.6-style template refuses, each with the reason the skip report must give.
-``to_sharegpt`` writes a conversation in ShareGPT form (``from``/``value``), ``from_sharegpt``
-reads it back.
+``good_conversations`` yields the kinds agentic training sets hold (multi-turn, reasoning, tool
+calls, text parts, non-ASCII); ``rejected_conversations`` rows a strict Qwen3.6-style template
+refuses, each with its skip reason; ``to_sharegpt``/``from_sharegpt`` convert.
 """
 
 from __future__ import annotations

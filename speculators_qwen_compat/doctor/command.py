@@ -1,18 +1,8 @@
-"""``python -m speculators_qwen_compat doctor --model M [--data FILE] [--rows N] [--endpoint URL]``
-or ``doctor --model M --drafter DIR``.
+"""``python -m speculators_qwen_compat doctor --model M [--data F] [--endpoint U | --drafter D]``.
 
-Tells, before a long prepare_data run, what the target's chat template demands (probe renders,
-template_profile.py), how the installed speculators release will build loss masks for it
-(mask_strategy.py), the training view of the verifier (training_view.py) and, for a data file,
-what the first N rows would give: skip counts by the reasons the run would report, the
-data-quality warnings (placeholder or boilerplate replies, prompt-only rows, duplicates:
-data/quality.py) and one conversation with its trainable text marked (dry_run.py);
-with ``--endpoint URL``, whether that hidden-states server serves the model training will name
-and extracts the layers training will ask for (endpoint.py); with ``--drafter DIR`` (alone),
-whether vLLM will load that drafter and serve it as trained, and its serve line
-(drafter_view.py).
-Writes nothing. A fatal problem prints ``speculators_qwen_compat: error: ...`` and exits 1.
-It reads the template through the model's tokenizer (AutoTokenizer, no remote code).
+Before a long run: what the template demands, how the release masks, the verifier's training
+view, what the first rows of a file give; ``--endpoint``: does a hidden-states server fit training;
+``--drafter``: will vLLM serve it as trained. Writes nothing; a fatal problem is one line, exit 1.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """``doctor --drafter DIR --model VERIFIER``: will vLLM 0.32 load the drafter, serve it as trained?
 
-Reads the drafter folder (config.json, the weights' tensor names) and the verifier's config, and
-checks what vLLM's speculators reader and draft models read (training/served_drafter.py; facts in
-docs/upstream.md "Serving a drafter in vLLM"): the method, the target layer ids against the
-verifier's layers, the mask token, the block size against ``num_speculative_tokens``, the
-vocabulary mapping, the hidden size, rope (M-RoPE fields vLLM refuses) and the causality of
-each draft layer. Ends with the ``vllm serve`` line; each problem found is one line of the fatal
-error (exit 1), after the report.
+Checks the drafter's config and tensors against what vLLM reads (training/served_drafter.py;
+docs/upstream.md, "Serving a drafter in vLLM"); ends with the ``vllm serve`` line, and each problem
+found is one line of the fatal error (exit 1), after the report.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``doctor``'s pass over the first rows of a data file: what prepare_data would keep and skip.
 
-It reads the files as the run does (data/files.py), parses and normalises each row with the
-run's own batch reader (fixes/conversations.read_batch), builds the rows the way the installed
-release masks (mask_strategy.py) and counts every skip in a ledger, so the reasons are the
-strings the run's ``compat_report.json`` would hold. Nothing is written.
+Reads, normalises and masks rows with the run's own code (data/files.py, the conversations fix's
+batch reader, mask_strategy.py) and counts skips in a ledger, so the reasons are the strings the
+run's ``compat_report.json`` would hold. Nothing is written.
 """
 
 from __future__ import annotations

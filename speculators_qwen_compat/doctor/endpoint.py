@@ -1,22 +1,8 @@
 """``doctor --model M --endpoint URL``: does the hidden-states server fit the training run?
 
-Before a long ``speculators generate-offline-data`` or online training run (0.8+), two things
-decide whether any sample survives, and upstream finds out only per sample:
-
-- the served model name: upstream compares ``/v1/models``' first id with the name it is given
-  (``--model`` of generate-offline-data, ``--verifier-name-or-path`` of training) and rejects
-  every request when they differ (0.9.0 ``train/data.py`` ``ArrowDataset._setup_client``; in
-  online training each sample is then dropped, see fixes/training/sample_drops.py);
-- the extracted layers: the trainer splits each stored ``[tokens, layers, hidden]`` tensor into
-  ``len(--target-layer-ids)`` auxiliary layers and the last one (0.9.0 ``train/data.py``
-  ``_get_raw_data``); the server stores the layers named by its
-  ``eagle_aux_hidden_state_layer_ids``. vLLM does not publish that list, so one probe request
-  (a few tokens, ``max_tokens=1``) asks the server to extract, and the stored file's shape is
-  compared with what training will ask for: ``len(target ids) + 1`` layers of the verifier's
-  hidden size. The probe file is deleted afterwards; reading it needs the server's storage
-  path to be visible here, as training with the file transfer needs too.
-
-Standard library only (urllib, json); the probe file is read with safetensors.
+Why: upstream meets a served-name mismatch or other extracted layers only per sample
+(docs/upstream.md, "Training: dropped samples", "Layer ids"). The name is compared and one probe
+request's stored file is checked for ``len(target ids) + 1`` layers; standard library HTTP.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """How the installed speculators release turns one conversation into masked rows, for ``doctor``.
 
-- <= 0.7 (one row per conversation): transformers' assistant mask when the (fixed) probe of
-  ``mask_probe`` says the template's ``{% generation %}`` tags give one, else the regex that
-  upstream's ``_detect_assistant_pattern`` derives, applied by upstream's
-  ``_create_loss_mask_from_offsets``.
-- 0.8+ (one row per assistant turn): upstream's ``_render_boundary_rows`` itself, rendering
-  in-process through the ``local_render`` fix (token-identical to vLLM's ``/render``).
-
-Rows are clipped to ``--seq-length`` as the run's output is (0.5/0.6 leave HF-mask rows
-unclipped; only which conversations have a supervised token in the window matters here).
+<= 0.7: one row per conversation (transformers' assistant mask when the fixed probe finds one,
+else upstream's pattern); 0.8+: one row per assistant turn, upstream's ``_render_boundary_rows``
+rendering locally. Rows are clipped to ``--seq-length`` as the run's are.
 """
 
 from __future__ import annotations

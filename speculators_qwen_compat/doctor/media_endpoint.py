@@ -1,14 +1,8 @@
 """``doctor --endpoint URL --data D``: does the server count image pads as this run will?
 
-A vLLM server started with ``--mm-processor-kwargs '{"max_pixels": N}'`` (or a smaller
-``size.longest_edge``) gives each image fewer ``<|image_pad|>`` tokens than the checkpoint's
-preprocessor_config.json; rows rendered locally without the same limits then hold more pads
-than the hidden-states pass, and upstream's ``generate-offline-data --validate-outputs`` rejects
-them (docs/images.md "Pixel caps"). Here the first image conversation of ``--data`` is rendered
-through the server's ``/v1/chat/completions/render`` (vLLM 0.32) and locally (data/render.py,
-with this run's ``--mm-processor-kwargs``); when the pad counts differ, the ``max_pixels`` that
-makes local counting agree on that conversation's images is found (the count only grows with
-``max_pixels``) and named as the flag to pass. Standard library HTTP (urllib).
+Why: a server started with pixel caps gives fewer pads than local rendering without them, and
+upstream's ``--validate-outputs`` rejects the rows (docs/images.md, "Pixel caps"). One image
+conversation is rendered both ways; on a difference the ``max_pixels`` that agrees is named.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """``doctor``'s report on image and video conversations.
 
-It counts the conversations with image/video parts among the rows read and, for the first few,
-shows how the installed release tokenizes them: the pads per image the target's processor gives
-(transformers' ``Qwen3VLProcessor`` reads the image: the count vLLM's render gives, and what
-``generate-offline-data --validate-outputs`` checks each row against) and the pads in the row
-the run writes (<= 0.7: upstream applies the template with the processor it loaded, or the row
-is skipped when it loaded a tokenizer, data/processor_media.py; 0.8+: ``--render-endpoint
-local``, our default).
-Warnings: no Pillow or torchvision (the processor cannot read images), a processor that does not
-load, files that are missing or unreadable, and rendering that disagrees with the processor.
+Compares the pads per image the target's processor gives (what vLLM gives) with the pads in the
+rows the run writes (docs/upstream.md, "Images on the processor path"), and warns about a missing
+Pillow or torchvision, a processor that does not load, and missing or unreadable files.
 """
 
 from __future__ import annotations

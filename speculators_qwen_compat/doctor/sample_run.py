@@ -1,11 +1,8 @@
 """``doctor``'s promise: prepare_data itself, run on doctor's sample with the run's worker count.
 
-The dry run (dry_run.py) reads and masks rows in this process, but a run also loads the
-target's processor, splits the rows over ``--num-preprocessing-workers`` map workers, joins
-their shards and saves them; each can fail where the dry run cannot. So the sample's rows are
-written to a temporary JSONL and our prepare_data entry point runs on them in a child
-interpreter, with doctor's data flags: its counts are what doctor says the run "would keep",
-and a fatal error of that run is doctor's. Nothing outside a temporary folder is written.
+Why: the dry run masks rows in this process, but a run also loads the processor, maps over
+workers, joins and saves shards. Our entry point runs on the sample in a child interpreter: its
+counts are what doctor says the run "would keep". Only a temporary folder is written.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What a chat template demands, found by rendering small probe conversations with it.
 
-Used by ``doctor``: whether the template needs a user turn, wants the system message first,
-enforces user/assistant alternation, has ``{% generation %}`` tags (transformers' assistant
-mask), what its generation prompt is, and whether reasoning of earlier turns is rendered. Each
-"rejects" answer carries the template's own message, which is what a skip report would show.
+Used by ``doctor``: a required user turn, system first, alternation, ``{% generation %}`` tags,
+the generation prompt, earlier reasoning. Each "rejects" answer carries the template's own
+message, which is what a skip report would show.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """``doctor --model M``: the training view of the verifier, for the installed speculators release.
 
-Says (1) the verifier's final-norm convention, from its config (norm_convention.py); (2) which
-drafter types the release builds with a frozen ``verifier_norm`` of the other convention, read
-from the release's own hook points: the EAGLE-3 family's draft norm classes
-(``models/eagle3/model_definitions.py``), DFlash's ``Qwen3RMSNorm`` (0.6-0.8.1) or
-``models/utils.py`` ``resolve_verifier_norm_class`` (0.9), each checked by running it; and whether
-the verifier_norm fix covers them; (3) the draft decoder config upstream will derive
-(0.8+: ``speculators.train.cli.create_transformer_layer_config``, called as ``train`` calls it;
-<= 0.7: the git-only script copies the verifier's text config); (4) whether the mask token id
-resolves without ``--mask-token-id`` (upstream's ``resolve_mask_token_id``, fixes on).
-Nothing here loads weights. See docs/upstream.md "Training".
+The verifier's final-norm convention and the drafter types built with the other one (run through
+the release's own hook points), the draft decoder config upstream derives, and whether the mask
+token resolves without ``--mask-token-id`` (docs/upstream.md, "Training"). No weights are loaded.
 """
 
 from __future__ import annotations

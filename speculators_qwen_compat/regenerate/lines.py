@@ -1,13 +1,7 @@
-"""The rows of a local JSON-lines ``--dataset``, read one line at a time: a line that cannot be
-read is that row's counted skip, the other rows run.
+"""The rows of a local JSON-lines ``--dataset``, one line at a time: a bad line is its row's skip.
 
-Target: speculators 0.8.1/0.9.0 ``load_input_dataset`` (``cli/regenerate_responses.py`` :665),
-which reads a local file with ``datasets``' streaming JSON loader (Arrow): one line with invalid
-Unicode (a lone surrogate: "The surrogate pair in string is invalid") or a malformed line stops
-the whole run before any request. Attached by fixes/regenerate/regen_turns.py, which hands
-upstream's ``_run`` this iterable in place of the streaming dataset for a local ``.jsonl`` file
-(a preset, a folder or a JSON array file stays upstream's). Each row is the dict its line holds,
-as prepare_data's reader gives it (no Arrow schema filling absent keys with None).
+Why: upstream's streaming Arrow loader stops the whole run on one bad line (docs/upstream.md,
+"Regenerate responses"). Each row is the dict its line holds, as prepare_data's reader gives it.
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
 """One conversation regenerated step by step, and what each failed request means.
 
-Target: speculators 0.8.1/0.9.0 ``regenerate_conversation`` (``cli/regenerate_responses.py``
-:411, docs/upstream.md "Regenerate responses"), replaced for planned rows by
-fixes/regenerate/regen_replies.py. Why: upstream pairs tool results by position, drops
-reasoning from the prompts it sends back, loses a conversation whose reply is still thinking at
-``--max-tokens`` and ends nothing but the conversation on a fault of the server. Here:
-
-- the plan's template pre-check (plan.py) runs first, in a thread: never on the event loop
-  that feeds the requests; a conversation it rejects is counted skipped, no request sent; an
-  error of the tokenizer itself there is a bug like any other (counted, error limit);
-- each reply is one boundary row built by upstream's ``_sample_from_response``; a reply still
-  thinking at ``--max-tokens`` is a row too (every sampled token; counted cut short);
-- the target's tool calls are answered with the data's cached results paired by tool name,
-  through upstream's ``_tool_result_message``; a call the data has no result for ends the
-  conversation there, counted by reason;
-- the assistant turns sent back carry the reply's reasoning under ``reasoning`` and
-  ``reasoning_content`` (vLLM versions copy one or the other; Qwen3.6's template reads the
-  second);
-- a refusal of the request for its content (400/413/422) is the conversation's; the same
-  refusal for every tool conversation is the server's set-up (no tool parser): the run fails
-  naming the flags;
-- a 5xx, 408/429 or a try past ``--request-timeout`` after upstream's retries: the server is
-  asked whether it is alive (``/v1/models``); alive, the conversation is counted failed with the
-  status and the run goes on (state.py stops it after ``--max-consecutive-failures`` in a row);
-  not alive, or 401/403/404/405 or a reply without token ids: the run stops (a server fault).
+Target: ``regenerate_conversation`` (0.8+; docs/upstream.md, "Regenerate responses"). Results
+paired by name, reasoning sent back, a cut reply kept; a failed request is the conversation's or,
+by a liveness probe, the server's (docs/regenerate-responses.md, "Faults of the outside world").
 """
 
 from __future__ import annotations

@@ -1,35 +1,8 @@
 """Where a regenerate-responses run writes: the partial file, its lock, resume and the final rename.
 
-Target: speculators 0.8.1/0.9.0 ``_run`` (``cli/regenerate_responses.py`` :690), which opens
-``--outfile`` and ``OUT.errors.jsonl`` for appending. Why: a rerun without ``--resume`` appended a
-second copy of every row, two runs on one output both appended, a hard kill could leave a torn
-last line the next append joined onto, and a resume that added nothing deleted the earlier file.
-Here (docs/regenerate-responses.md "Resume and the lock"):
-
-- upstream writes ``NAME.partial.jsonl``, renamed to ``--outfile`` when the run ends well; an
-  existing output without ``--resume`` is refused with one line, before anything;
-- one writer: the run holds an exclusive ``flock`` on the file it appends to (the partial file,
-  or the earlier output before it is renamed to it) until it ends; a second run is refused with
-  one line; the kernel drops the lock when a run is killed;
-- ``--resume`` appends to the earlier rows and never rewrites them: bytes after the last newline
-  (a row a killed run left half written; a whole row without its newline too: every write ends
-  in one), with the complete rows just before them of the same conversation (one write; when
-  the bytes do not name it, the conversation of those rows), are counted, copied to a new
-  ``NAME.torn.jsonl`` (``NAME.torn.N.jsonl`` when one is there) and cut from the end of the
-  file (torn.py says which bytes); rows of other conversations are not touched;
-- a run that adds no row leaves an earlier output as it was, under its own name, byte for byte;
-- an earlier run's errors file is never deleted: it is set aside as ``NAME.errors.N.jsonl``
-  before the run starts (its conversations are retried), so the errors file a run leaves lists
-  that run's failures and a run that stops before retrying them loses no record;
-- upstream's workers write the rows through ``RowWriter``: one conversation's rows are one
-  ``os.write`` at upstream's ``flush()`` (a kill leaves at most one torn tail, never a
-  conversation cut between complete rows), and a conversation is counted only once that write
-  succeeded; a write that fails (a full disk) is cut back off the file, and the run stops at
-  once, resumable (state.write_failed);
-- no name is ever renamed over: take, publish and restore move a file by a hard link (``move``),
-  so a file that appeared under the target name while the run went on is kept, and so are ours;
-  on a file system without hard links, by a rename when the target name is free just before;
-- a folder or file that cannot be written is one line, never a traceback (run.py).
+Why: upstream appends to ``--outfile`` (reruns double it, kills tear lines) and an empty resume
+deleted the earlier file (docs/upstream.md, "Regenerate responses"). Here one locked writer, a
+partial file published at the end (docs/regenerate-responses.md, "Resume and the lock").
 """
 
 from __future__ import annotations
@@ -188,7 +161,7 @@ def partial_path(outfile: Path) -> Path:
 
 
 def errors_path(outfile: Path) -> Path:
-    """Upstream's errors file for an output file (0.8.1 :747, 0.9.0 :741)."""
+    """Upstream's errors file for an output file (docs/upstream.md, "Regenerate responses")."""
     return outfile.with_name(f"{outfile.stem}.errors{outfile.suffix or '.jsonl'}")
 
 

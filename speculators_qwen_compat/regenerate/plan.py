@@ -1,26 +1,8 @@
 """What regenerate-responses will send for one conversation, and the template's pre-check of it.
 
-Target: speculators 0.8.1/0.9.0 ``prepare_row``/``extract_conversation`` (``cli/
-regenerate_responses.py`` :67-118, docs/upstream.md "Regenerate responses"), replaced by
-fixes/regenerate/regen_turns.py. Why: upstream keeps only system and user turns and the tool
-results: rows without a user turn vanish, ``developer`` and LLaMA-Factory ``observation`` turns
-are lost, and the cached results are spliced back by position. Here a row goes through the
-normaliser prepare_data uses (normalize.py) and becomes a ``Plan``: one ``Step`` per user turn,
-each with the messages that lead up to the reply (system turns, the user turn, tool results that
-answer no call: context) and the cached tool results of that step, each named by the tool it
-answers (``tool_call_id``, the turn's ``name``, the ``<tool_response>`` payload's name read by
-upstream's ``_tool_result_names``, or the call it follows in the data).
-
-Only what is sent is judged: the replies regeneration throws away are neutralised before the
-normaliser sees them (their ``weight``, their calls' arguments), so "nothing to supervise" or
-arguments that are not JSON never skip a row upstream regenerates. A row with messages but no
-user turn falls back to ``--prompt-field`` as upstream's does. The template pre-check
-(``Plan.check``, run by the loop; a long conversation in a thread) renders what is sent once for
-the whole conversation, as text (no tokenizing: the server counts the tokens): linear in turns;
-only when it is rejected are prefixes bisected to find the first step the template refuses; the
-plan is cut there (the steps before are still regenerated), and a plan with no step left is a
-skip with the template's words. A row that cannot be planned raises ``BadConversation`` (the
-skip reason). Images are not loaded here (text only): the server renders them, and judges them.
+Why: upstream keeps only system and user turns and splices results back by position
+(docs/upstream.md, "Regenerate responses"). A row becomes a ``Plan`` through prepare_data's
+normaliser; ``Plan.check`` renders what is sent once, bisecting only on a rejection.
 """
 
 from __future__ import annotations

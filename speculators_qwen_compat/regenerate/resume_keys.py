@@ -1,16 +1,8 @@
-"""Which conversations of a local JSON-lines ``--dataset`` an earlier output already holds, when
-that output's keys were made from rows read through Arrow.
+"""Which rows of a local JSON-lines ``--dataset`` an earlier output holds under Arrow-read keys.
 
-Target: speculators 0.8.1/0.9.0 ``_primary_identifier`` (``cli/regenerate_responses.py`` :188),
-the resume key: a row's ``id``/``uuid``, else ``hash_`` + the SHA-256 of the row's JSON. Why:
-upstream (and this package before regenerate/lines.py) read the rows with ``datasets``'
-streaming JSON loader, which fills the keys a row lacks but other rows have with None and makes
-the numbers of a column one type (``1`` becomes ``1.0`` beside ``0.5``); lines.py reads each
-row as written, so the same conversation hashes to another key and ``--resume`` would send it
-again, a second copy of its rows in the output. Here, when the earlier output holds ``hash_``
-keys, the file is also read by upstream's own loader (the rows as those runs hashed them), in
-step with the lines, and each row whose Arrow-read key the output holds is known by its
-key as read now as well (run by fixes/regenerate/regen_turns.py before any row is sent).
+Why: upstream's resume key hashes a row as Arrow read it (None-filled keys, widened numbers),
+which lines.py does not (docs/upstream.md, "Regenerate responses"): without this, ``--resume``
+would send those rows again. They are matched by their Arrow-read key too.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""How one regenerate-responses run goes: upstream's ``_run`` inside one writer's lock, stopped
-at once on a server fault or a limit, ended with the report and one line.
+"""One regenerate-responses run: upstream's ``_run`` in one writer's lock, stopped at once on a
+server fault or a limit, ended with the report and one line.
 
-Target: speculators 0.8.1/0.9.0 ``cli/regenerate_responses._run`` (:690), applied by
-fixes/regenerate/regen_run.py. Order of a run: the endpoint's route added (loop.chat_endpoint),
-``--model`` detected (a dead endpoint is one line), the settings recorded and, on ``--resume``,
-compared with the earlier run's (settings.py: a difference is refused unless
-``--allow-changed-settings``), output.take (the lock; an earlier output becomes the partial
-file), the report written with the settings (a run killed later leaves it), upstream's ``_run``
-with ``--outfile`` pointed at the partial file, then either the publish (output.publish: rows
-added) or the earlier output put back as it was (output.restore), and the report (tally.py)
-written last, agreeing with the exit code and the files (Ctrl-C included). ``module`` is
-upstream's CLI module: its ``detect_model``, ``load_seen``, ``sanitize_filename`` and
-``DATASET_CONFIGS`` are called, not copied.
+Target: upstream's ``_run`` (0.8+), through fixes/regenerate/regen_run.py; the order of a run:
+``_run`` here, and docs/regenerate-responses.md.
 """
 
 from __future__ import annotations
@@ -58,6 +49,15 @@ async def guarded_run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> N
 
 
 async def _run(wrapped: Any, args: tuple, kwargs: dict, module: Any) -> None:
+    """The endpoint's route added (loop.chat_endpoint), ``--model`` detected (a dead endpoint is
+    one line), the settings recorded and, on ``--resume``, compared with the earlier run's
+    (settings.py: refused unless ``--allow-changed-settings``), output.take (the lock; an earlier
+    output becomes the partial file), the report written with the settings (a run killed later
+    leaves it), upstream's ``_run`` with ``--outfile`` pointed at the partial file, then the
+    publish (rows added) or the earlier output put back as it was (output.restore), and the
+    report (tally.py) written last, agreeing with the exit code and the files (Ctrl-C included).
+    ``module`` is upstream's CLI module: its ``detect_model``, ``load_seen``,
+    ``sanitize_filename`` and ``DATASET_CONFIGS`` are called, not copied."""
     bound = bind(wrapped, args, kwargs)
     arguments = bound.arguments
     given = arguments["endpoint"]
@@ -397,8 +397,9 @@ def _appeared(output: files.Output) -> str:
 
 
 def _default_outfile(module: Any, arguments: dict[str, Any]) -> str:
-    """Upstream's name for an omitted --outfile (0.9.0 :731, computed inline in ``_run``, no
-    function to call): SOURCE_MODEL.jsonl through upstream's ``sanitize_filename``."""
+    """Upstream's name for an omitted --outfile (computed inline in ``_run``, no function to
+    call; docs/upstream.md, "Regenerate responses"): SOURCE_MODEL.jsonl through upstream's
+    ``sanitize_filename``."""
     model = str(arguments["model"])
     dataset = str(arguments["dataset_name"])
     presets = getattr(module, "DATASET_CONFIGS", {}) or {}

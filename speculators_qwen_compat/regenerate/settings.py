@@ -1,15 +1,8 @@
 """What a regenerate-responses run used, and whether ``--resume`` may go on from an earlier run.
 
-Target: speculators 0.8.1/0.9.0 ``_run`` (its ``endpoint``, ``model``, ``max_tokens``,
-``sampling_params`` and, 0.9.0, the reasoning-effort and temperature distributions), recorded in
-``OUTFILE.report.json`` by run.py. Why: upstream's ``--resume`` appends to rows made with other
-settings without a word, and its rows record neither the model nor ``--max-tokens``: a mix of two
-settings cannot be seen afterwards. Here the report holds ``settings`` (the endpoint, model, max
-tokens, sampling parameters, the data file and its fingerprint, the releases); ``--resume``
-compares the generation settings with the earlier run's report and refuses a difference in one
-line naming each (``--allow-changed-settings`` goes on; the report then keeps the earlier ones in
-``earlier_settings``). A changed data file is what ``--resume`` is for: allowed, and noted in
-the report (``data_changed``).
+Why: upstream resumes over other settings and records neither model nor ``--max-tokens``. The
+report holds ``settings``; other generation settings on ``--resume`` are refused unless
+``--allow-changed-settings`` (docs/regenerate-responses.md, "What a run used").
 """
 
 from __future__ import annotations

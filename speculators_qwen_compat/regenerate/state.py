@@ -1,12 +1,8 @@
 """The regenerate-responses run in progress in this process: its settings, tally and how it stops.
 
-Target: speculators 0.8.1/0.9.0 ``regenerate-responses``. The run (run.py, attached by
-fixes/regenerate/regen_run.py) opens one around upstream's ``_run``; the other fixes read its
-settings and count into it. A server fault, the consecutive-failure limit or the error limit
-sets ``stop`` and wakes the run, which cancels every worker at once (upstream's workers would
-otherwise write each remaining conversation into the errors file, one retry budget after
-another). Outside a run (a fix used on its own) the counts go to a tally nobody reads and a
-fault propagates as the exception it was.
+The run (run.py) opens one around upstream's ``_run``; the fixes read its settings and count into
+it. A server fault or a limit sets ``stop`` and the run cancels every worker at once. Outside a
+run the counts go to a tally nobody reads and a fault propagates as it was.
 """
 
 from __future__ import annotations

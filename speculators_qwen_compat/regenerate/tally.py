@@ -1,19 +1,8 @@
 """What one regenerate-responses run did with each conversation: its summary line and report.json.
 
-Target: speculators 0.8.1/0.9.0 ``regenerate-responses`` (docs/regenerate-responses.md
-"Counting"). Why: upstream prints "Pipeline complete" with an ok/err tally that does not say what
-became of each conversation. Every conversation read ends in exactly one category:
-
-- ``regenerated``: every step answered; ``cut_short``: the rows of its answered steps are
-  written (a reply cut at --max-tokens, still thinking included), the reason says where it stopped;
-- ``skipped``: no request was sent (the normaliser or the target's template rejects what would
-  be sent), by reason; ``failed``: no row (the server refused its first request, or a request
-  outlived its retries while the server stayed alive), by status or reason;
-- ``already_done``: in the output already (``--resume``);
-- ``not_reached``: read or not, never finished because the run stopped (a server fault, the
-  consecutive-failure limit); counted from the input's size when the run stops.
-
-``conversations_in`` is their sum, in the printed line and in the report alike.
+Why: upstream's "Pipeline complete" tally does not say what became of each conversation. Each
+ends in exactly one category, summed as ``conversations_in`` (docs/regenerate-responses.md,
+"Counting").
 """
 
 from __future__ import annotations

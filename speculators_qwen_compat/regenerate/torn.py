@@ -1,19 +1,8 @@
 """Which bytes at the end of an earlier regenerate-responses output a killed run left cut.
 
-Target: the partial file speculators 0.8.1/0.9.0 ``_worker`` appends to through
-output.RowWriter, read when ``--resume`` starts (output.take). Why: upstream's ``load_seen``
-counts a conversation done on one row of it, so a write cut part way (a kill, a full disk)
-would keep a conversation half and never regenerate the rest. Every write is one
-conversation's rows ending in a newline, so:
-
-- a last line without its newline was cut, even when it parses as a whole row;
-- the complete rows just before it of the same conversation (``primary_id``, else ``id``
-  without ``_genN``, as ``load_seen`` keys them) were the same write, and go with it;
-- when the cut bytes are too few to say whose they are, the conversation of the complete rows
-  just before them goes with them (they may be the same write; one conversation regenerated
-  again costs less than one kept half).
-
-This module only reads; output.py copies those bytes aside and cuts them off.
+Why: upstream's ``load_seen`` counts a conversation done on one row, so a cut write keeps it half.
+Each write is one conversation's rows ending in a newline: a last line without one was cut, and
+goes with that conversation's rows before it. Only reads (output.py cuts).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Which final-norm convention a verifier uses, and a frozen RMS norm that computes ``x*(1+w)``.
 
-Shared by the verifier-norm fix (fixes/training/verifier_norm.py) and ``doctor``
-(doctor/training_view.py).
-A verifier normalises either as Llama/Qwen3 do, ``x / rms(x) * w``, or as Gemma, Qwen3-Next and
-Qwen3.5/3.6 do, ``x / rms(x) * (1 + w)`` with weights stored near zero (transformers'
-``GemmaRMSNorm``, ``Gemma2RMSNorm``, ``Gemma3RMSNorm``, ``RecurrentGemmaRMSNorm``,
-``VaultGemmaRMSNorm``, ``Qwen3NextRMSNorm``, ``Qwen3_5RMSNorm``, ``Qwen3_5MoeRMSNorm``; checked
-in transformers 5.6-5.19, see docs/upstream.md "Training"). The verifier's *effective* model
-type decides: its ``text_config``'s type for a composite config, else its own.
+Shared by the verifier-norm fix and ``doctor``. Llama/Qwen3 normalise ``x*w``; Gemma, Qwen3-Next
+and Qwen3.5/3.6 ``x*(1+w)`` (docs/upstream.md, "Training"); the effective model type
+(``text_config``'s for a composite config) decides.
 """
 
 from __future__ import annotations

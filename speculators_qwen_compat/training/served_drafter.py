@@ -1,21 +1,8 @@
-"""How vLLM 0.32 will read a drafter folder speculators saved, beside how the drafter trained.
+"""How vLLM 0.32 will read a drafter folder speculators saved, beside how it trained.
 
-Shared by the save-path fixes (fixes/training/served_rope.py, served_attention.py) and ``doctor
---drafter``. Everything here reads the drafter's config as the dict its ``config.json`` holds
-(the speculators format: top-level fields plus ``transformer_layer_config``); facts about vLLM's
-reader (``transformers_utils/configs/speculators/algos.py``, ``models/qwen3_dflash.py``) are in
-docs/upstream.md "Serving a drafter in vLLM".
-
-Rope: speculators' drafters rotate one position per token (transformers' ``LlamaRotaryEmbedding``
-/ ``Qwen3RotaryEmbedding``, which ignore ``mrope_section``), but their trainer copies the
-verifier's M-RoPE fields into the drafter's rope parameters, and vLLM treats any config with
-``mrope_section`` as M-RoPE (refused for DFlash-style and parallel drafters). The served rope is
-the same parameters without the M-RoPE fields.
-
-Attention inside the draft block: speculators trains a layer causal only when it is a sliding
-layer and ``sliding_window_non_causal`` is false (full-attention layers are always
-bidirectional); vLLM serves DFlash and DFlash2 with one flag for every layer, ``causal = not
-sliding_window_non_causal``, and DSpark causal exactly on its sliding layers.
+Shared by the served_rope and served_attention fixes and ``doctor --drafter``: the rope without
+the M-RoPE fields the drafter never used, the layers vLLM serves causal (docs/upstream.md,
+"Serving a drafter in vLLM"). Reads the drafter's config as its ``config.json`` dict.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Fix: the tokenized rows of local JSON data go to Arrow files on disk, not into memory.
 
-Target in ``preprocessing``: ``build_eagle3_dataset`` (0.5-0.7) or
-``build_speculator_training_dataset`` (0.8+). Every release maps the conversations with
-``keep_in_memory=True``: each map worker's rows are pickled back to the parent and held there,
-so peak memory grows with the number of conversations (docs/maintainers.md). When the dataset
-comes from our reader (its Arrow file in a run folder of its own under datasets' cache,
-data/files.py), that one ``map`` call runs with ``keep_in_memory=False`` instead: the rows are
-written next to the input and memory-mapped, the same rows in the same order. The folder is the
-run's own, so no earlier run's map cache is ever reused (every row reaches the skip ledger), and
-it is removed when the run ends; ``save_to_disk`` writes the output before that. Other datasets
-(hub specs, pretokenized files upstream reads itself) are mapped as upstream does.
-Shape needed: the function takes the dataset first (``dataset``) and calls its ``map``.
+Why: every release maps with ``keep_in_memory=True``, so memory grows with the data
+(docs/maintainers.md, "Speed"). For our reader's dataset (data/files.py) that map writes to the
+run's own folder instead: the same rows, memory-mapped, no earlier run's cache reused.
 """
 
 from __future__ import annotations

@@ -1,32 +1,8 @@
 """Fix: conversations in either format reach the template, normalised; unreadable rows are counted.
 
-Targets in ``preprocessing``:
-- ``load_raw_dataset(path, ...)``: every release reads local JSON through Arrow's schema
-  inference and only a ``conversations`` column (docs/upstream.md "Conversation column and
-  normalization"), so OpenAI
-  ``messages`` data ends as an empty dataset (IndexError in <= 0.6, "No samples remain" in 0.7+)
-  and files mixing formats fail to load. Local ``.json``/``.jsonl`` files and folders are read
-  here instead (data/files.py: streamed into a memory-mapped Arrow file in datasets' cache), one
-  JSON text per row; other specs go to upstream.
-- ``_preprocess_batch(examples, ...)``: each row is parsed, its conversation found row by row
-  (data/columns.py: ``--conversations-key``, the flat ``--prompt-column`` mapping,
-  ``conversations``, ``messages``, ``conversation``, any column holding turns or their JSON
-  text) and normalised with its tools (data/normalize.py); a row that cannot be read is dropped
-  from the batch and counted with its reason. The indices of weight-0 assistant turns travel
-  in the ``_compat_context`` column to the row guard, which keeps them unsupervised; notes
-  (unknown roles) and data-quality statistics go to the ledger.
-- ``_normalize_conversation``: upstream's drops tool turns and tool calls (<= 0.5), keeps only
-  ``thinking`` (<= 0.5), maps ``developer``/``function``/... to assistant (0.8+) and crashes the
-  map on a turn that is not a mapping (all). Replaced by the idempotent normaliser, which
-  follows the installed release for roles outside its table (dropped on <= 0.7, assistant on
-  0.8+: the shape decides, ``_warned_roles``/``_render_boundary_rows`` present meaning 0.8+).
-- ``concatenate_datasets`` as preprocessing binds it (optional): several ``--data`` mixing
-  speculator-format rows with conversations have different integer column types, which
-  upstream's concatenation refuses (docs/upstream.md "Speculator-format rows"); the parts are
-  cast to one set of types first (data/speculator_rows.py ``aligned``). Speculator-format files
-  are read by upstream, with each row's source added for the counts.
-Shape needed: those three functions; ``load_raw_dataset`` either takes ``num_proc`` and returns
-a dataset (<= 0.5) or takes only the path and returns ``(dataset, normalize_fn)`` (0.6+).
+Why: upstream reads local JSON through Arrow's schema inference and only ``conversations``
+(docs/upstream.md, "Conversation column and normalization"). Targets: ``load_raw_dataset`` (our
+reader), ``_preprocess_batch``, ``_normalize_conversation`` and ``concatenate_datasets``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Fix (speed): forked map workers use the tokenizer they inherited instead of a pickled copy.
 
-Target: ``build_eagle3_dataset(dataset, tokenizer|processor, ..., num_proc)`` in 0.5.0-0.7.0.2
-(docs/upstream.md "Map workers"). Its ``datasets.map`` gets a lambda closing over the tokenizer
-(0.5.0 :399, 0.6.0.2 :592, 0.7.0.2 :673), so every map job pickles the whole tokenizer (with the
-Qwen3.6 vocabulary of 248,077 tokens, its JSON) and every worker rebuilds it: profiled on 20
-conversations with 2 workers, 2.5 s of CPU per worker in ``Unpickler.load`` and 1.6 s of pickling
-in the parent, most of what the entry point costs above the floor (docs/maintainers.md).
-While the function runs, that one object is registered with ``multiprocess``'s
-``ForkingPickler`` (its interface for how objects cross to worker processes, the one
-torch.multiprocessing uses for tensors): under the fork start method the workers hold the parent's
-tokenizer already, so it crosses as a key into this module's table. Anything else, or any other
-start method, pickles as before. 0.8+ hand the map a render endpoint, not a tokenizer
-(``--render-endpoint local`` keeps the processor in the parent for forked workers:
-local_render.py), so there is nothing to do there.
-Shape needed: the function takes ``tokenizer`` or ``processor``, and ``num_proc``.
+Target: ``build_eagle3_dataset`` (<= 0.7), whose map lambda holds the tokenizer: every job pickles
+it, every worker rebuilds it (docs/upstream.md, "Map workers"). Meanwhile it crosses to forked
+workers as a key into this module's table (``ForkingPickler``); anything else pickles as before.
 """
 
 from __future__ import annotations

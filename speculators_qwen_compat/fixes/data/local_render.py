@@ -1,23 +1,8 @@
 """Fix: ``--render-endpoint local`` renders in-process instead of needing a vLLM server.
 
-Releases: 0.8+ derive loss masks only from vLLM's ``/v1/chat/completions/render`` (docs/upstream.md
-"Local rendering"): without a server serving the target, prepare_data cannot run at all.
-Targets in ``preprocessing``:
-- ``render_conversation(endpoint, messages, *, add_generation_prompt, tools=None, ...)``, bound
-  from ``render_client`` (0.8.1 :19, 0.9.0 :18): an endpoint starting with ``local`` renders through
-  data/render.py, token-identical to vLLM 0.32 (image parts: data/media.py); a URL goes to
-  upstream with tool calls in the shape vLLM accepts (string arguments, an id and a type on
-  every call: the data passes through the normaliser unchanged, and vLLM answers 400 to
-  anything else), and
-  with data/render_faults.py's retries in place of upstream's: a server fault is retried within
-  a budget and then fails the run; only the server's refusal of the conversation is a skip.
-- ``build_speculator_training_dataset(dataset, processor, ..., render_endpoint=...)``: with
-  ``render_endpoint="local"`` it hands the processor it was given to the local renderer and
-  passes ``local:<model path>`` on, so spawned map workers can load the same tokenizer.
-- ``render_client._post(url, *, json, timeout)`` (optional): with ``--mm-processor-kwargs`` the
-  body carries vLLM's ``mm_processor_kwargs``, the same pixel limits local counting uses
-  (data/media.py; docs/images.md).
-Shape needed: both functions, the latter with a ``render_endpoint`` keyword.
+Why: 0.8+ take loss masks only from vLLM's render endpoint (docs/upstream.md, "Local rendering").
+Targets: ``render_conversation`` (``local``: data/render.py; a URL: data/render_faults.py's
+retries), ``build_speculator_training_dataset`` and ``render_client._post`` (pixel kwargs).
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """Fix: the assistant-mask probe that kills prepare_data before it reads a row.
 
-Target: ``preprocessing._supports_assistant_mask(tokenizer_or_processor) -> bool``.
-Releases: 0.4.x and 0.5.0 probe with an assistant-only conversation
-(docs/upstream.md "Mask probe", 0.5.0 :110-130);
-a strict template raises ``jinja2.TemplateError("No user query found in messages.")``, which the
-probe does not catch (only TypeError/ValueError/KeyError/AttributeError), so the whole run dies.
-0.6/0.7 probe with a user turn first but still let TemplateError escape. Absent in 0.3 and 0.8+.
-Shape needed: the probe takes one argument and ``_detect_assistant_pattern`` (the fallback) exists.
-The fix probes with ``[user, assistant]``; any error means "no HF assistant mask", logged once,
-and upstream's regex fallback runs.
-
-A multimodal processor (0.6/0.7 load Qwen3.5/3.6 checkpoints with AutoProcessor; docs/upstream.md
-"Mask probe", "Processors") returns the
-mask batched, ``[[0, ..., 1, ...]]``: upstream's probe compares the inner list with 1 and always
-says no, so a template with ``{% generation %}`` tags lost its assistant mask only when the
-checkpoint had a processor. The fix reads the batch; and because upstream's HF-mask branch of
-``_get_input_ids_loss_mask(normalized_conv, processor, max_length, assistant_pattern, ...)``
-(0.6/0.7) keeps that batch dimension (ids ``[[...]]``, mask of shape (1, n): one-row "rows" that
-break the output), the fix also drops it there, so the processor gives the tokenizer's rows.
+Target: ``_supports_assistant_mask`` (<= 0.7): a strict template's ``TemplateError`` escapes and
+a processor's batched mask is misread (docs/upstream.md, "Mask probe"). Any error means "no HF
+assistant mask"; the batch is unpacked in the probe and in ``_get_input_ids_loss_mask``.
 """
 
 from __future__ import annotations

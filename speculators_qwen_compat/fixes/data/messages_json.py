@@ -1,11 +1,8 @@
 """Fix: rows that keep ``messages`` get one Arrow type for it in every map worker.
 
-Target: ``_preprocess_batch`` where multimodal rows keep ``messages`` (0.6+, the releases with
-``_adapt_conv_for_vllm``; docs/upstream.md "The messages column"). datasets types each map
-worker's shard from its own rows, so over a corpus in blocks the shards disagree and the map
-dies at the join. Each batch goes back as an Arrow table with ``messages`` as ``List(Json())``
-(the type one worker's mixed rows get; no null keys added). Retire when upstream's map passes
-``features=``.
+Target: ``_preprocess_batch`` where multimodal rows keep ``messages`` (0.6+): each batch goes back
+as an Arrow table with ``messages`` as ``List(Json())`` (data/arrow_batch.py), so the shards join
+(docs/upstream.md, "The messages column"). Retire when upstream's map passes ``features=``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Fix (speed): the loss mask of a pattern-masked row marked per assistant span, not per token.
 
-Target: ``_create_loss_mask_from_offsets(text, offsets, assistant_pattern)`` in 0.5.0-0.7.0.2
-(docs/upstream.md "Loss masks from offsets"; 0.5.0 :223, 0.6.0.2 :335, 0.7.0.2 :325), which
-``_preprocess_batch`` calls for every row when the template has no ``{% generation %}`` marks
-(Qwen3.5/3.6's have none). Upstream walks the tokens of each match of the pattern and sets
-``loss_mask[idx] = 1`` on a torch tensor one token at a time: 7% of the entry point's samples on
-2,000 mixed conversations (docs/maintainers.md). The replacement finds the same matches and marks
-each span's tokens with numpy: from one token before ``bisect_left(starts, span start)`` up to the
-first token starting at or after the span's end, every token whose end is after the span's start
-(upstream's loop and break, on sorted starts). Same torch bool tensor, same values. Rows whose
-token starts are not sorted, and rows with no match (upstream logs its warning there), go to
-upstream's own function.
-Shape needed: the function takes ``text``, ``offsets`` and ``assistant_pattern``.
+Target: ``_create_loss_mask_from_offsets`` (<= 0.7), one torch write per token (docs/upstream.md,
+"Loss masks from offsets"; cost: docs/maintainers.md, "Speed"). Each span is marked with numpy:
+the same bool tensor; unsorted offsets and rows with no match go to upstream's function.
 """
 
 from __future__ import annotations

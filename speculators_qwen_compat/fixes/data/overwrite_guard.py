@@ -1,10 +1,8 @@
 """Fix: upstream's ``--overwrite`` guard accepts an output folder holding our compat_report.json.
 
-Target: ``speculators.cli.prepare_data.PREPARE_DATA_OVERWRITE_ALLOWED_FILES`` (0.8+), the set of
-file names ``assert_safe_to_overwrite`` may delete besides ``*.arrow``. Without the report's name
-in it, a second ``--overwrite`` run refuses the folder the first run wrote. <= 0.7 keep the guard
-in the git-only script, which our prepare_data entry point replaces (see prepare_data.py).
-Shape needed: that name bound to a set of strings.
+Target: ``cli.prepare_data.PREPARE_DATA_OVERWRITE_ALLOWED_FILES`` (0.8+): without the name a second
+``--overwrite`` run refuses the first run's folder (docs/upstream.md, "Overwrite guard"). <= 0.7
+keep the guard in the git-only script, which our entry point replaces.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """Fix: one conversation the template rejects is skipped and counted, never the end of the run.
 
-Releases and targets (docs/upstream.md "Row errors"):
-- 0.4.x-0.6.x catch only TypeError/ValueError/KeyError/AttributeError/RuntimeError per row
-  (0.5.0 :352, 0.6.0.2 :519): a ``jinja2.TemplateError`` ("System message must be at the
-  beginning.", "No
-  user query found in messages.") escapes the ``datasets.map`` worker and kills the whole step.
-  0.7 catches everything but only logs it. Target: ``_preprocess_batch(examples, processor, ...)``,
-  called on the whole batch; only when that raises or gives fewer rows than conversations is
-  the batch halved down to single rows, each in a try (a call per row cost CPU on every row of
-  every run); a row that yields nothing is re-rendered (only then) to name the template's
-  reason.
-- 0.8+ catch per conversation inside ``_render_conversation_rows`` and return ``[]`` (0.8.1 :368,
-  0.9.0 :373), so failures are silent in the counts. Targets: ``_render_conversation_rows`` (guarded
-  and counted) and ``_render_boundary_rows`` (its exception is remembered as the reason).
-Weight-0 assistant turns (data/weights.py) are unset here too: on <= 0.7 in the row's mask
-(``_create_loss_mask_from_offsets`` is wrapped for pattern masks; transformers' assistant masks
-are corrected after the row), on 0.8+ by dropping their boundary rows.
-In every release a row with no supervised token left (no assistant turn, or none inside
-``--seq-length``) is dropped and counted too: <= 0.6 keeps such all-zero rows.
-Speculator-format rows (``input_ids`` + ``loss_mask``, what ``regenerate-responses`` writes;
-docs/upstream.md "Speculator-format rows") are counted like conversations: 0.7+ pass them
-through ``_passthrough_pretokenized`` (optional target), uncounted; the rows it cannot keep are
-skipped with their reasons first (data/speculator_rows.py). <= 0.6 cannot use them: each is a
-counted skip saying so.
+Why: <= 0.6 let a ``TemplateError`` kill the map, later releases drop it uncounted
+(docs/upstream.md, "Row errors"). Targets: ``_preprocess_batch`` (<= 0.7), 0.8+'s
+``_render_conversation_rows``/``_render_boundary_rows``, ``_passthrough_pretokenized``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Fix (speed): each kept row's two tensors built from int64 arrays, not element by element.
 
-Target: ``_append_row(results, input_ids, loss_mask, max_length, minimum_valid_tokens)`` in
-0.8.1 (:373) and 0.9.0 (:378) (docs/upstream.md "Row tensors"), called once per rendered row by
-``_append_boundary_rows`` (and per passed-through pre-tokenized row). Upstream clips both lists
-to ``max_length``, answers "unsupervised" when the clipped mask sums to 0 and "filtered" below
-``minimum_valid_tokens``, and otherwise appends ``torch.tensor(ids, dtype=torch.long)``, the
-same for the mask, and the clipped length. ``torch.tensor`` reads a Python list one element at
-a time (28 us for a 540-token row here, 8 us through numpy): with two tensors per row this was a
-tenth of a map worker's samples on 0.9.0 ``--render-endpoint local`` (docs/maintainers.md).
-The replacement answers the same three ways and appends the same int64 tensors, made by
-``torch.from_numpy`` over ``numpy.array``; the count that decides is upstream's own ``sum``.
-Anything but two flat lists of Python ints in int64's range (numpy reads strings and floats
-that ``torch.tensor`` treats otherwise) goes to upstream's own function, as do empty rows.
-Shape needed: the function takes ``results``, ``input_ids``, ``loss_mask``, ``max_length`` and
-``minimum_valid_tokens``.
+Target: ``_append_row`` (0.8+), whose ``torch.tensor(list)`` reads one element at a time
+(docs/upstream.md, "Row tensors"; cost: docs/maintainers.md, "Speed"). The same answers and int64
+tensors through numpy; anything but flat lists of Python ints goes to upstream's function.
 """
 
 from __future__ import annotations

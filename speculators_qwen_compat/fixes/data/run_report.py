@@ -1,19 +1,8 @@
 """Fix: a run ends with what it read and skipped, and never with a silently empty dataset.
 
-Targets:
-- ``preprocessing.load_and_preprocess_dataset`` (every release; also the name bound by
-  ``from ... import`` in ``speculators.cli.prepare_data``, 0.8+, which looks it up at call
-  time): opens a skip ledger (ledger.py) for the run, exports it to the map workers, adds it up
-  at the end and logs ``skipped N of M conversations: K x "<reason>", ...``. When no row
-  survives it raises CompatError with the top reasons (0.7+ raise "No samples remain" without
-  them) unless ``allow_empty_output`` is set. With ``--strict-data`` a data-quality warning
-  (data/quality.py) is fatal too, before upstream saves anything.
-- ``preprocessing.save_token_frequency_distribution`` (bound from ``train.vocab_mapping``, every
-  release): the error limit and ``--strict-data`` are checked before it writes.
-- ``preprocessing._visualize_sample``: <= 0.6 write an empty token_freq.pt and then die on
-  ``IndexError`` at ``preprocessed[0]`` (0.5.0 :536, 0.6.0.2 :762; docs/upstream.md "Run
-  report"); an empty dataset becomes the
-  same CompatError instead.
+Targets: ``load_and_preprocess_dataset`` (the ledger, the counts, no row left a CompatError),
+``save_token_frequency_distribution`` (limits checked before it writes) and ``_visualize_sample``
+(<= 0.6's IndexError on an empty dataset); docs/upstream.md, "Run report".
 """
 
 from __future__ import annotations
@@ -192,8 +181,8 @@ def _refuse_warnings_if_strict(tally: Tally) -> None:
 
 def _save_token_frequencies(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Upstream saves token frequencies right after the map, before returning the dataset
-    (0.5.0 :530, 0.9.0 :920): the error limit and --strict-data are checked first, so a
-    refused run writes no token_freq.pt, even to an explicit --token-freq-path."""
+    (docs/upstream.md, "Token frequencies"): the error limit and --strict-data are checked
+    first, so a refused run writes no token_freq.pt, even to an explicit --token-freq-path."""
     ledger = _ledger.get()
     if ledger is not None:
         tally = ledger.tally()

@@ -1,18 +1,8 @@
 """Fix (speed): upstream's token-frequency count in Arrow batches instead of one row at a time.
 
-Target: ``save_token_frequency_distribution(dataset, output_path)`` as ``preprocessing`` binds it
-(imported from ``speculators.train.vocab_mapping``). 0.5.0-0.8.1 call it at the end of every
-prepare_data run, 0.9.0 with ``--no-skip-token-freq`` (docs/upstream.md "Token frequencies").
-Upstream reads every output row back in torch format and calls ``torch.unique`` per row: in the
-parent process, after the map, 40% of the parent's samples profiled over 20,000 short chats on
-0.5.0 (docs/maintainers.md). The replacement reads ``input_ids`` and ``loss_mask`` as Arrow batches
-and counts with numpy, and saves with ``torch.save`` the same dict: the same ids and counts as
-Python ints, in upstream's insertion order (an id enters at the first row whose supervised tokens
-hold it; within a row, ascending, as ``Counter.update`` over each row's ``unique`` gives), so
-the vocabulary mapping built from it breaks ties the same way. An existing file, a dataset that
-is not a ``datasets.Dataset``, missing columns or rows whose ids and mask differ in length go to
-upstream's own function (which returns, warns or raises as it does).
-Shape needed: the function takes ``dataset`` and ``output_path``.
+Target: ``save_token_frequency_distribution`` as preprocessing binds it (docs/upstream.md, "Token
+frequencies"; cost: docs/maintainers.md, "Speed"). Counted with numpy, saved as the same dict in
+the same insertion order; an existing file or other data goes to upstream's function.
 """
 
 from __future__ import annotations

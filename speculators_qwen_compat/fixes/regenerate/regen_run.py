@@ -1,36 +1,8 @@
-"""Fix: a regenerate-responses run survives one bad request, never loses an earlier output, and
-ends with what it did.
+"""Fix: a regenerate-responses run survives one bad request, keeps earlier output, ends saying so.
 
-Target: ``speculators.cli.regenerate_responses._run`` (0.8.1 :690, 0.9.0 :690; docs/upstream.md
-"Regenerate responses"), the coroutine the typer command ``regenerate_responses`` runs, and
-``_post_chat`` (:286, upstream's retries around it). Upstream exits 0 whatever happened, appends
-to ``--outfile``, has no read timeout (``sock_read=None``) and its ``--max-tokens`` help does not
-say it caps prompt + completion. Here (docs/regenerate-responses.md; the run itself is
-regenerate/run.py, this module only attaches it):
-
-- the files: regenerate/output.py (partial file, one writer's lock, torn last line, resume
-  that never rewrites or deletes an earlier output, the final publish);
-- ``--request-timeout SECONDS`` bounds each try of ``_post_chat`` (upstream retries it) and
-  ``--max-consecutive-failures N`` stops a run whose requests all fail (regenerate/loop.py,
-  state.py), ``--allow-changed-settings`` lets ``--resume`` go on with other generation
-  settings (regenerate/settings.py): options added to upstream's typer command, in its
-  ``--help``;
-- a server fault, the consecutive-failure limit or more than ERROR_LIMIT bugs cancel every
-  worker at once: one line saying what was done, where the rows are and how to resume, exit 1;
-- the rows go through regenerate/output.RowWriter, handed to upstream's ``_worker`` (:567 in
-  0.8.1 and 0.9.0; ``_run`` calls it with ``out_fh=`` the ``--outfile`` it opened, 0.8.1
-  :795/:775, 0.9.0 :789/:769) in place of ``out_fh``: one conversation is one write; a full
-  disk stops the run with one line, the conversation whose rows were not written not counted;
-  the failures go through regenerate/output.ErrorsWriter (``err_fh``): one write per record,
-  none of the disk's own, never a torn line;
-- every conversation counted once (regenerate/tally.py): the line ``regenerated N of M
-  conversations (R rows); cut short ...; skipped ...; failed ...`` and ``OUTFILE.report.json``,
-  written last, agreeing with the exit code and the files.
-Shape needed: ``_run`` taking ``endpoint``, ``model``, ``dataset_name``, ``outfile``, ``resume``,
-``max_tokens``, ``limit``; ``load_seen``, ``detect_model``, ``sanitize_filename``,
-``with_retries``, ``_post_chat`` (a ``with_retries`` wrapper with ``__wrapped__``),
-``_worker`` taking ``out_fh`` and ``err_fh`` (passed by keyword);
-``regenerate_responses`` with a ``max_tokens`` option.
+Targets: ``_run`` (0.8+; the run is regenerate/run.py), ``_post_chat`` (``--request-timeout``)
+and ``_worker`` (rows through regenerate/output.py's writers), plus our options on upstream's
+command (docs/regenerate-responses.md; docs/upstream.md, "Regenerate responses").
 """
 
 from __future__ import annotations

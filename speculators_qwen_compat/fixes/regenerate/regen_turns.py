@@ -1,24 +1,8 @@
-"""Fix: every conversation regenerate-responses reads is planned or skipped with a reason, before
-any request.
+"""Fix: every conversation regenerate-responses reads is planned or skipped with a reason.
 
-Target: ``speculators.cli.regenerate_responses.prepare_row(row, config)`` (0.8.1 :102, 0.9.0
-:102; docs/upstream.md "Regenerate responses"), and ``build_detokenizer(model)`` (:260), which
-names the tokenizer the run loads. Upstream keeps only ``system``/``user`` turns and the tool
-results, so rows with no user turn, a leading tool result or empty messages vanish without a
-count, ``developer`` and LLaMA-Factory ``observation`` turns are dropped, and a template
-rejection (a late system message) is only met as an HTTP 400 after earlier turns were answered.
-Here the row goes through prepare_data's normaliser (regenerate/plan.py): what is left is a
-``Plan`` in upstream's ``turns`` slot (the replies fix, regen_replies.py, regenerates it), what
-is rejected is counted by reason; rows ``--resume`` finds done are counted as such. A local
-``.jsonl`` ``--dataset`` is read line by line (``load_input_dataset``, :665; regenerate/
-lines.py): a line that cannot be read (invalid Unicode, malformed) is that row's counted skip,
-where upstream's Arrow loader refuses the whole file. The template
-pre-check judges only what is sent and runs in the worker, off the event loop (regenerate/
-loop.py), with the tokenizer upstream already loaded for ``--model`` (one load).
-Shape needed: ``prepare_row`` taking ``row`` and ``config`` (a DatasetConfig with
-``filter_fn``, ``normalize_fn``, ``prompt_field``), ``build_detokenizer`` taking ``model``,
-``_primary_identifier`` and ``_tool_result_names``, ``load_input_dataset`` taking
-``dataset_name``, ``split``, ``subset`` (returning config, rows, split).
+Targets: ``prepare_row`` (the normaliser, regenerate/plan.py), ``build_detokenizer`` and
+``load_input_dataset`` (line by line, regenerate/lines.py), where upstream drops rows and turns
+uncounted (docs/upstream.md, "Regenerate responses"). All before any request.
 """
 
 from __future__ import annotations

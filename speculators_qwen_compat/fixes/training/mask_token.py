@@ -1,22 +1,8 @@
 """Fix: training starts without ``--mask-token-id`` when the verifier's processor cannot be built.
 
-Target: the name ``load_processor`` inside ``speculators.train.utils`` (bound there by
-``from speculators.data_generation.preprocessing import get_tokenizer, load_processor``), the
-only caller being ``resolve_mask_token_id``. Releases: 0.6.0.2-0.9.0 resolve the draft's mask
-token through ``AutoProcessor``; 0.5.0 uses ``AutoTokenizer`` (not needed there).
-
-Why: a Qwen3.5/3.6 folder resolves to ``Qwen3VLProcessor``. Without processor files
-AutoProcessor raises ``OSError: Can't load image processor``; without torchvision ``ImportError:
-... requires the Torchvision library`` (newer transformers: ``ValueError: Could not load any
-image processor class``). DFlash-family training then dies before it starts unless the user
-passes ``--mask-token-id`` (docs/upstream.md "Training").
-
-What it does: on those errors only, it loads the folder's tokenizer (AutoTokenizer, same
-``trust_remote_code``), resolves its pad token as upstream's ``load_processor`` does, and
-returns it; upstream's ``get_tokenizer`` passes a tokenizer through unchanged and the rest of
-``resolve_mask_token_id`` runs as written, so the id is the one the processor's tokenizer (the
-same AutoTokenizer) would give. One log line says so. Any other error, or a tokenizer that does
-not load either, raises upstream's original error.
+Target: ``load_processor`` as ``speculators.train.utils`` binds it (0.6+); a Qwen3.5/3.6 folder
+without processor files or torchvision fails there (docs/upstream.md, "Training"). On those errors
+only the folder's tokenizer is returned, so ``resolve_mask_token_id`` gives the same id.
 """
 
 from __future__ import annotations

@@ -1,33 +1,8 @@
 """Fix: a training run never ends having trained on nothing, and says what it dropped.
 
-Upstream (0.8.1, 0.9.0): a sample whose hidden states cannot be had becomes a
-``SampleUnavailable`` (``train/data.py`` ``ArrowDataset._get_raw_data``), the collator drops it,
-and a batch left with no sample is replaced by an empty placeholder that trains with loss 0
-(``CollateFn.__call__``, ``create_empty_sample``). Online (``--on-missing generate``) against a
-server whose model name differs from ``--verifier-name-or-path``, every sample fails the name
-check (``ArrowDataset._setup_client``: "An explicit model name was passed ...") and is dropped;
-fewer samples than ``--max-consecutive-generation-failures`` never trip the circuit breaker, so
-the run exits 0 having trained on nothing. Cached files with other token ids, and
-``--on-missing skip/warn``, drop samples the same quiet way.
-
-Targets, all in the main training process:
-- ``speculators.train.recovery.BatchRecoveryCoordinator.consume(batch, *, synchronize)``: reads
-  each collated batch before upstream pops its recovery metadata: ``error_records`` (samples
-  the collator dropped) and ``document_ids`` (one id per sample kept);
-- ``speculators.train.data.ArrowDataset._get_raw_data``: the reason of each drop, where the
-  dataset runs in this process (``--num-workers 0``); with worker processes the counts still
-  arrive with the batches and the cause is found by asking the server for its model name;
-- ``speculators.train.trainer.Trainer.run_training``: at the end, one line
-  ``speculators_qwen_compat: trained on K samples; dropped N of M: ...`` on stderr when anything
-  was dropped, and when no training sample survived a CompatError naming the cause and the fix
-  (the entry point prints it as ``speculators_qwen_compat: error: ...`` and exits 1).
-
-Under torchrun the counts are summed over ranks before deciding (a rank may legitimately see
-only empty batches while the others train). Shape needed: those three names, ``consume``
-taking the batch first. 0.5.0-0.7.0.2 have no ``speculators.train.recovery`` (not applicable).
-Upstream facts: docs/upstream.md, "Training: dropped samples". Implemented as a fix rather than
-in cli/train.py so that it reaches every entry into upstream's trainer (``speculators train``,
-torchrun ranks).
+Why: 0.8+ drop samples quietly; a served-name mismatch drops all, exit 0 (docs/upstream.md,
+"Training: dropped samples"). Targets: ``consume``, ``_get_raw_data``, ``run_training``: drops
+counted over ranks, none surviving a CompatError; a fix so every entry into the trainer has it.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """Fix: vLLM serves each DFlash-family draft layer causal or bidirectional as it trained.
 
-Targets: ``speculators.model.SpeculatorModel.save_pretrained`` (every save) and
-``speculators.train.trainer.Trainer.run_training`` (the start of training), 0.5.0-0.9.0.
-
-Why: speculators trains full-attention draft layers bidirectional within the block and sliding
-layers causal unless ``sliding_window_non_causal``; vLLM 0.32 reads one flag for every layer of a
-DFlash/DFlash2 drafter, ``causal = not sliding_window_non_causal``, and serves DSpark causal on
-its sliding layers (training/served_drafter.py). A DFlash drafter with full-attention layers
-(``--full-attention-indices``; every layer in 0.6, whose default is full attention) is served
-causal where it trained bidirectional: no error, drafts from another model.
-
-What it does: a DFlash/DFlash2 drafter trained bidirectional on every layer is saved with
-``sliding_window_non_causal: true`` (no sliding layer reads it in training; vLLM then serves every
-layer bidirectional); the model in memory keeps its config. A drafter no saved config can
-describe (causal layers beside bidirectional ones) is refused before training starts, in one
-line naming the flags that fit. Retire when vLLM reads per-layer causality from speculators
-configs.
+Why: vLLM 0.32 reads one causality flag for every DFlash layer (docs/upstream.md, "Serving a
+drafter in vLLM"). Targets: ``save_pretrained`` (saves the flag that fits), ``run_training``
+(refuses a mix no config describes). Retire when vLLM reads per-layer causality.
 """
 
 from __future__ import annotations

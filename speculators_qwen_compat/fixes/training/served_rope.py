@@ -1,25 +1,8 @@
 """Fix: a drafter saved for a Qwen3.5/3.6 verifier loads in vLLM, rotating as it trained.
 
-Target: ``speculators.model.SpeculatorModel.save_pretrained`` (transformers' own, inherited by
-every drafter; the trainer's checkpointer and ``--dry-run`` save through it), 0.5.0-0.9.0.
-
-Why: the trainer copies the verifier's rope parameters into the drafter's
-``transformer_layer_config`` and keeps ``mrope_section`` (0.7+: rescaled to the drafter's full
-head, ``[8, 4, 4]`` for head_dim 32; ``train/cli.py``, the git-only ``scripts/train.py`` in 0.7).
-The drafter never uses it: its rotary embedding (transformers' Llama/Qwen3 class) rotates one
-position per token. vLLM 0.32 treats any config with ``mrope_section`` as M-RoPE and refuses
-DFlash, DFlash2, DSpark and PEAGLE drafters whose config has it ("Speculative Decoding with draft
-models or parallel drafting does not support M-RoPE yet"); EAGLE-3 loads but rotates by M-RoPE.
-
-0.6's script drops the M-RoPE keys but keeps the verifier's ``partial_rotary_factor`` (0.25),
-which its drafters' rotary embedding does not apply (they rotate every channel) and vLLM does.
-
-What it does: when vLLM would rotate otherwise than the drafter's own rotary embedding, run on
-positions 0..N, does, the config is saved with the rope parameters under which vLLM's plain RoPE
-equals it: without the M-RoPE fields (and a partial rotary factor of 1.0), else also without the
-partial rotary factor; the model in memory keeps its config. Anything else is saved as upstream
-does (M-RoPE fields with a warning). Retire when speculators stops writing M-RoPE fields (and
-unused partial rotary factors) into drafter configs, or vLLM serves M-RoPE drafters.
+Why: the trainer copies M-RoPE fields the drafter never uses into its config, and vLLM refuses or
+misrotates it (docs/upstream.md, "Serving a drafter in vLLM"). Target: ``save_pretrained``, with
+the rope vLLM rotates as the drafter did. Retire when upstream or vLLM changes.
 """
 
 from __future__ import annotations

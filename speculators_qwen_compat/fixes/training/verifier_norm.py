@@ -1,24 +1,8 @@
 """Fix: the frozen ``verifier_norm`` of a drafter computes what the verifier's own final norm does.
 
-Target: ``speculators.model.SpeculatorModel.post_init``, the last call of every drafter's
-``__init__`` after it has built ``verifier_norm`` (EAGLE-3 ``models/eagle3/core.py`` and DFlash
-``models/dflash/core.py`` in 0.5.0-0.9.0; PEAGLE, DSpark, DFlash2 and XPress inherit them), for
-fresh training (``from_training_args``) and ``--from-pretrained`` alike: verifier weights are
-loaded into ``verifier_norm.weight`` only afterwards (``load_verifier_weights``).
-
-Why: the target logits are ``verifier_lm_head(verifier_norm(last pre-norm hidden state))``.
-EAGLE-3 builds ``verifier_norm`` with the draft's Llama norm (``x*w``) in every release; DFlash
-with ``Qwen3RMSNorm`` (``x*w``) in 0.6.0.2-0.8.1, and 0.9.0 picks ``x*(1+w)`` only for types in
-``models/utils.py`` ``GEMMA_STYLE_FINAL_NORM_MODEL_TYPES``, which lacks ``qwen3_5_moe``. A
-Qwen3.5/3.6 verifier normalises with ``x*(1+w)`` (weights near zero): without the fix every
-drafter trained for it learns from mis-scaled targets, silently (docs/upstream.md "Training").
-
-What it does: when the verifier's effective model type (training/norm_convention.py) is in the
-``(1+w)`` family and the drafter's ``verifier_norm`` computes ``x*w`` (checked by running it), the
-module is replaced by a frozen ``(1+w)`` RMS norm of the same size, eps, dtype and device under
-the same attribute, so the state-dict key stays ``verifier_norm.weight``. A verifier_norm that
-already computes ``(1+w)`` (0.9.0 DFlash for dense Qwen3.5) is left alone and logged as not
-needed; an ``x*w`` verifier (Llama, Qwen3) is never touched.
+Why: drafters build it as ``x*w``; a Qwen3.5/3.6 verifier uses ``x*(1+w)``, so drafters learn from
+mis-scaled targets, silently (docs/upstream.md, "Training"). Target: ``SpeculatorModel.post_init``:
+such a norm becomes a frozen ``(1+w)`` RMS norm under the same name; anything else stays.
 """
 
 from __future__ import annotations

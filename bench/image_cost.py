@@ -3,8 +3,8 @@
 Writes a 6000x4000 JPEG of noise (a 24 MP photo's size and entropy) to FOLDER and times, in one
 process each (so each peak resident memory is its own):
 - ``header``: Pillow's ``Image.open`` and the EXIF orientation (no pixels decoded);
-- ``ours``: what local rendering does per new file (data/media.py ``_header_size``: the header,
-  then the JPEG decoded at 1/8 scale to refuse what vLLM refuses);
+- ``ours``: what local rendering does per new file (data/render/media.py ``_header_size``: the
+  header, then the JPEG decoded at 1/8 scale to refuse what vLLM refuses);
 - ``decode``: a full decode with the EXIF orientation applied (what vLLM does, and what local
   rendering did before).
 Prints one JSON object: milliseconds per image (median of ROUNDS) and peak RSS in MB per method.
@@ -36,7 +36,7 @@ def write_photo(path: Path) -> Path:
 def measure(method: str, path: Path, rounds: int) -> dict[str, float]:
     from PIL import Image, ImageOps
 
-    from speculators_qwen_compat.data import media
+    from speculators_qwen_compat.data.render import media
 
     def header() -> None:
         with Image.open(path) as image:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from speculators_qwen_compat.data.processor_media import NEEDS_PROCESSOR
+from speculators_qwen_compat.data.normalize.processor_media import NEEDS_PROCESSOR
 from speculators_qwen_compat.demo.sample_data import WEATHER_TOOL
 
 NO_QUERY = "No user query found in messages."
@@ -76,8 +76,8 @@ def corpus(renders: bool) -> dict[str, tuple[dict[str, Any], str | None]]:
             {},
         ),
         # the demo model is a tokenizer: <= 0.7 skip image rows (one pad, no pixels;
-        # data/processor_media.py); 0.8+ render as vLLM, which refuses images for a text-only
-        # target
+        # data/normalize/processor_media.py); 0.8+ render as vLLM, which refuses images for a
+        # text-only target
         "image_by_path": (
             [
                 _u([{"type": "image", "path": "cat.png"}, {"type": "text", "text": "what is it?"}]),
@@ -153,7 +153,7 @@ def corpus(renders: bool) -> dict[str, tuple[dict[str, Any], str | None]]:
             "content is neither text nor a list of parts (dict)",
             {},
         ),
-        # written to the run's media folder (data/inline_media.py), then as image_by_path
+        # written to the run's media folder (data/normalize/inline_media.py), then as image_by_path
         "inline_base64_image": (
             [_u([{"type": "image", "base64": "iVBORw0KGgo="}]), _a("?")],
             "the target has no image processor (a text-only checkpoint)"

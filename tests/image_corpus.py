@@ -9,7 +9,7 @@ several images in one turn, images in later turns, a file name with a space raw 
 missing file, a literal ``<|image_pad|>`` in the text before an image, an image in a system turn
 (the template refuses it), 0.9's right-side truncation keeping, splitting and dropping an
 image, and words of the real vocabulary that only vLLM's tokenizer class splits (with and
-without an image: data/vllm_tokenizer.py).
+without an image: data/render/vllm_tokenizer.py).
 
 Two tiny composite checkpoints (weight-less folders: config.json of transformers'
 ``Qwen3_5Config`` / ``Qwen3_5MoeConfig`` at the vLLM sizes of tests/tiny_checkpoints.py, the real
@@ -63,7 +63,7 @@ IMAGES = {
 }
 MISSING = "missing"  # a file that is not there
 MISSING_REASON = "[Errno 2] No such file or directory: '<path>'"  # counted on both paths
-#: files vLLM cannot use (data/media_faults.py): name -> how it is written (``write_faults``)
+#: files vLLM cannot use (data/render/media_faults.py): name -> how it is written (``write_faults``)
 FAULTS = ("folder", "not_image", "truncated", "huge")
 HUGE = (20_000, 10_000)  # 200 M pixels: above vLLM's 178,956,970 limit, below Pillow's 2x bomb
 #: a server's pixel caps as vLLM takes them per request (its --mm-processor-kwargs values)
@@ -209,7 +209,7 @@ def _conversations(media: Path) -> dict[str, list[dict[str, Any]]]:
                 assistant("Ok."),
             ],
             # words the real vocabulary holds whole that vLLM's tokenizer class splits
-            # (data/vllm_tokenizer.py): text only, and beside an image
+            # (data/render/vllm_tokenizer.py): text only, and beside an image
             "vocab_words": [user(_text(WORDS)), assistant("在新加坡的俱乐部。")],
             "vocab_words_image": [user(img("wide"), _text(WORDS)), assistant("加拿大。")],
             "system_image": [

@@ -302,7 +302,7 @@ def cases() -> dict[str, dict[str, Any]]:
 
 def server_body(case: dict[str, Any]) -> dict[str, Any]:
     """The JSON body our HTTP path sends for a case."""
-    from speculators_qwen_compat.data.render import request_messages
+    from speculators_qwen_compat.data.render.render import request_messages
 
     return {**case, "messages": request_messages(case["messages"])}
 

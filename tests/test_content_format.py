@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from speculators_qwen_compat import demo
-from speculators_qwen_compat.data.content_format import as_strings, content_format
+from speculators_qwen_compat.data.render.content_format import as_strings, content_format
 from speculators_qwen_compat.demo.gallery import gallery_template
 
 pytestmark = pytest.mark.pure  # release-independent: run once (tools/matrix.py)

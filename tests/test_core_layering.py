@@ -79,8 +79,8 @@ def test_core_imports_nothing_above_it() -> None:
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("from speculators_qwen_compat.data.render_faults import is_refusal", 1),
-        ("from ..data import render_faults", 1),
+        ("from speculators_qwen_compat.data.render.render_faults import is_refusal", 1),
+        ("from ..data.render import render_faults", 1),
         ("from .. import fixes", 1),
         ("import speculators_qwen_compat.fixes", 1),
         ("import speculators_qwen_compat", 1),

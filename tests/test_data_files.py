@@ -1,4 +1,4 @@
-"""The streaming reader (data/files.py), in-process: rows and their file:line or file[i] from
+"""The streaming reader (data/read/files.py), in-process: rows and their file:line or file[i] from
 JSON lines and JSON arrays read in chunks far smaller than a row, BOMs, blank lines, errors that
 name the line, and the memory-mapped Arrow file it writes under datasets' cache."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.data import files
-from speculators_qwen_compat.data.files import LINE_COLUMN, SOURCE_COLUMN, RowStream
+from speculators_qwen_compat.data.read import files
+from speculators_qwen_compat.data.read.files import LINE_COLUMN, SOURCE_COLUMN, RowStream
 
 ROWS = [
     {

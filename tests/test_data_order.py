@@ -17,7 +17,7 @@ from conftest import RELEASE
 from packaging.version import Version
 from programs.upstream_pins import FAILED, ORDER_FILES, write_order_folder
 
-from speculators_qwen_compat.data.files import local_json_files, read_rows
+from speculators_qwen_compat.data.read.files import local_json_files, read_rows
 
 
 def _our_order(folder: Path) -> list[str]:

@@ -9,22 +9,22 @@ from conftest import RELEASE, RENDERS
 from format_corpus import formats
 
 from speculators_qwen_compat.core.errors import CompatError, DataError, DataFileNotFoundError
-from speculators_qwen_compat.data import normalize
-from speculators_qwen_compat.data.columns import (
-    ColumnOptions,
-    NoConversation,
-    find_conversation,
-    suggest_mapping,
-)
-from speculators_qwen_compat.data.normalize import normalize_row
-from speculators_qwen_compat.data.quality import (
+from speculators_qwen_compat.data.account.quality import (
     HASH_BYTES,
     QualityStats,
     duplicate_rows,
     file_of,
     warnings,
 )
-from speculators_qwen_compat.data.weights import (
+from speculators_qwen_compat.data.normalize import normalize
+from speculators_qwen_compat.data.normalize.normalize import normalize_row
+from speculators_qwen_compat.data.read.columns import (
+    ColumnOptions,
+    NoConversation,
+    find_conversation,
+    suggest_mapping,
+)
+from speculators_qwen_compat.data.render.weights import (
     WeightsUnplaceable,
     assistant_ordinals,
     drop_context_rows,
@@ -178,7 +178,7 @@ def test_normalising_twice_changes_nothing(policy: str) -> None:
     """The conversations fix hands upstream's per-row normaliser the turns read_batch already
     normalised back unchanged (normalize.cut_turns): that holds only if normalising them again
     gives the same turns, for every format's rows, tool-call arguments as text or as mappings."""
-    from speculators_qwen_compat.data.render import arguments_as_mappings
+    from speculators_qwen_compat.data.render.render import arguments_as_mappings
 
     checked = 0
     for fmt in formats(renders=policy == "assistant"):

@@ -44,11 +44,14 @@ VERSION_BEFORE = re.compile(
 )
 #: Settings the prose states, each with the file and the line that owns the value.
 SETTINGS = {
-    "1 s": ("speculators_qwen_compat/data/render_faults.py", "FIRST_BACKOFF = 1.0"),
-    "15 s": ("speculators_qwen_compat/data/render_faults.py", "MAX_BACKOFF = 15.0"),
-    "180 s": ("speculators_qwen_compat/data/render_faults.py", "RETRY_SECONDS = 180.0"),
-    "3 s": ("speculators_qwen_compat/data/render_faults.py", "WRONG_ADDRESS_SECONDS = 3.0"),
-    "30%": ("speculators_qwen_compat/data/quality.py", "BOILERPLATE_SHARE, BOILERPLATE_MIN = 0.3,"),
+    "1 s": ("speculators_qwen_compat/data/render/render_faults.py", "FIRST_BACKOFF = 1.0"),
+    "15 s": ("speculators_qwen_compat/data/render/render_faults.py", "MAX_BACKOFF = 15.0"),
+    "180 s": ("speculators_qwen_compat/data/render/render_faults.py", "RETRY_SECONDS = 180.0"),
+    "3 s": ("speculators_qwen_compat/data/render/render_faults.py", "WRONG_ADDRESS_SECONDS = 3.0"),
+    "30%": (
+        "speculators_qwen_compat/data/account/quality.py",
+        "BOILERPLATE_SHARE, BOILERPLATE_MIN = 0.3,",
+    ),
     "32 KB": ("speculators_qwen_compat/regenerate/loop.py", "THREAD_RENDER_BYTES = 32 * 1024"),
     "160 KB": ("bench/regen_bad_day.py", '"size=160k"'),
     "16 KB": ("speculators_qwen_compat/regenerate/tally.py", "REPORT_ROOM = 16 * 1024"),

@@ -13,7 +13,7 @@ import pytest
 from conftest import PACKAGE_MAIN, RENDERS, good_rows, last_line, run_batch
 
 from speculators_qwen_compat import demo
-from speculators_qwen_compat.data.processor_media import NEEDS_PROCESSOR
+from speculators_qwen_compat.data.normalize.processor_media import NEEDS_PROCESSOR
 from speculators_qwen_compat.demo.gallery import GALLERY_REJECTS, gallery_template
 from speculators_qwen_compat.demo.sample_data import REJECTED_REASONS
 from speculators_qwen_compat.doctor.command import marked_text

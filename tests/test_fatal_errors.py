@@ -26,7 +26,7 @@ from conftest import (
 )
 
 from speculators_qwen_compat.cli.worker_sockets import MANAGER_SUFFIX, SOCKET_PATH_LIMIT
-from speculators_qwen_compat.data.unreadable import INVALID_UNICODE
+from speculators_qwen_compat.data.read.unreadable import INVALID_UNICODE
 
 PREFIX = "speculators_qwen_compat: error: "
 

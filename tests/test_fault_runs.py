@@ -39,7 +39,7 @@ from speculators_qwen_compat.core.errors import DEBUG_ENV
 KILL_POINTS = ("before-map", "after-map", "during-map")
 #: one map worker: its first counted batch (1,000 rows, upstream's map batch size) is mid-map
 ROWS = 1100
-ROWS_CACHE = "speculators_qwen_compat_rows"  # data/files.py CACHE_FOLDER
+ROWS_CACHE = "speculators_qwen_compat_rows"  # data/read/files.py CACHE_FOLDER
 
 
 def _drive(runs: list[dict[str, Any]], tmp: Path) -> subprocess.CompletedProcess:

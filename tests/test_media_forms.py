@@ -1,5 +1,5 @@
 """The forms people hold images in, as the normaliser hands them to every path
-(data/media_forms.py).
+(data/normalize/media_forms.py).
 
 The expected parts are written here by hand from the formats' documentation (Qwen3.6 model card
 and qwen-vl-utils, LLaVA, LLaMA-Factory's ``images``/``videos`` with ``<image>``/``<video>``) and
@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
-from speculators_qwen_compat.data import inline_media, media_faults, media_paths
-from speculators_qwen_compat.data.media_forms import for_vllm
-from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
+from speculators_qwen_compat.data.normalize import inline_media, media_paths
+from speculators_qwen_compat.data.normalize.media_forms import for_vllm
+from speculators_qwen_compat.data.normalize.normalize import BadConversation, normalize_row
+from speculators_qwen_compat.data.render import media_faults
 
 pytestmark = pytest.mark.pure
 
@@ -68,7 +69,7 @@ TEXT = {"type": "text", "text": "What?"}
     ],
 )  # fmt: skip
 def test_parts_become_upstreams_form(part: dict[str, Any], expected: Any) -> None:
-    if isinstance(expected, str):  # a relative path: made absolute (data/media_paths.py)
+    if isinstance(expected, str):  # a relative path: made absolute (data/normalize/media_paths.py)
         expected = {"type": part["type"], "path": at(expected)}
     assert _user(_chat([part, TEXT])) == [expected, TEXT]
 
@@ -214,8 +215,8 @@ def _png(tmp_path: Path, width: int, height: int) -> bytes:
 
 
 def test_inline_images_are_written_once_by_content(tmp_path: Path, monkeypatch: Any) -> None:
-    """Every inline form (data/inline_media.py) names one file per distinct image, under its
-    content's sha256, in the run's media folder; the second row writes nothing new."""
+    """Every inline form (data/normalize/inline_media.py) names one file per distinct image,
+    under its content's sha256, in the run's media folder; the second row writes nothing new."""
     import base64
     import hashlib
 

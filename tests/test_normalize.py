@@ -7,7 +7,7 @@ import json
 import pytest
 
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
-from speculators_qwen_compat.data.normalize import (
+from speculators_qwen_compat.data.normalize.normalize import (
     BadConversation,
     normalize_conversation,
     normalize_row,

@@ -159,7 +159,7 @@ def test_committed_patches_are_what_make_patches_makes(patched: PatchedSource) -
 
 def test_the_local_render_hook_renders_nothing_itself(patched: PatchedSource) -> None:
     """0.8+: the hand-written render_locally only loads the processor, refuses non-text parts
-    and hands the request to render_rules.request_ids (generated from data/render.py): no
+    and hands the request to render_rules.request_ids (generated from data/render/render.py): no
     template, tokenizer or truncation logic of its own that could drift from the package."""
     source = _src(patched) / "speculators/data_generation/render_client.py"
     tree = ast.parse(source.read_text("utf-8"))
@@ -390,8 +390,8 @@ def prepared(
 #: package's. Rows the package keeps that the patches skip:
 HOSTILE_SKIPPED: dict[str, str] = {}
 #: Rows the package skips with a reason that the patched upstream keeps with a supervised row:
-#: <= 0.7 on a tokenizer, image rows (one pad per image, no pixels; data/processor_media.py is
-#: not patched).
+#: <= 0.7 on a tokenizer, image rows (one pad per image, no pixels;
+#: data/normalize/processor_media.py is not patched).
 HOSTILE_KEPT_BY_PATCHES: dict[str, str] = (
     {} if RENDERS else {"image_by_path": "the package skips image rows a tokenizer would render"}
 )

@@ -36,7 +36,7 @@ from conftest import FIXES_OFF, RENDERS, subprocess_env
 from regen_stand_in import StandIn, chat, tool_chat, wait_for_rows
 
 from speculators_qwen_compat import demo
-from speculators_qwen_compat.data.unreadable import INVALID_UNICODE, MALFORMED_LINE, NOT_UTF8
+from speculators_qwen_compat.data.read.unreadable import INVALID_UNICODE, MALFORMED_LINE, NOT_UTF8
 from speculators_qwen_compat.regenerate.tally import RegenTally
 
 pytestmark = pytest.mark.skipif(not RENDERS, reason="regenerate-responses is 0.8+")

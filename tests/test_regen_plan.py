@@ -11,7 +11,7 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from speculators_qwen_compat.data.normalize import BadConversation
+from speculators_qwen_compat.data.normalize.normalize import BadConversation
 from speculators_qwen_compat.regenerate.plan import plan_row
 
 pytestmark = pytest.mark.pure

@@ -9,10 +9,9 @@ exception upstream's own render client (``render_client.render_conversation``, u
 our fix calls it) raises on that answer, so the oracle of "what does upstream raise" is the
 installed release itself, and the oracle of skip-or-fail is that table:
 
-- per class, in this process: the upstream exception type, ``is_refusal`` /
-  ``is_server_fault`` / ``is_data_problem``, the retry budget, and what data/render_faults.py's
-  ``render`` makes of it (the refusal raised as upstream raised it; anything else
-  ``RenderServerFailed``);
+- per class, in this process: the upstream exception type, ``is_refusal`` / ``is_server_fault`` /
+  ``is_data_problem``, the retry budget, and what data/render/render_faults.py's ``render`` makes of
+  it (the refusal raised as upstream raised it; anything else ``RenderServerFailed``);
 - end to end, in one interpreter (conftest.run_batch): prepare_data with two map workers against
   the server in each mode; a fault fails the run with our one line and leaves no --output, the
   refusal of the marked conversations is a counted skip and every other conversation is kept
@@ -46,8 +45,8 @@ from mask_oracle import check_masks, load_rows
 from programs import render_fault_server as fault_server
 
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
-from speculators_qwen_compat.data import render_faults
-from speculators_qwen_compat.data.row_errors import is_data_problem
+from speculators_qwen_compat.data.account.row_errors import is_data_problem
+from speculators_qwen_compat.data.render import render_faults
 
 pytestmark = pytest.mark.skipif(
     not RENDERS, reason="not applicable: speculators <= 0.7 has no render client"
@@ -252,7 +251,7 @@ def test_a_refused_conversation_is_a_counted_skip_with_two_workers(
 
 def test_an_image_the_server_cannot_fetch_is_counted_under_its_words(server: str) -> None:
     """vLLM's 500 "Cannot connect to host" is about one request's image URL: the conversation
-    is skipped under the server's own words (data/render_faults.py), the run goes on."""
+    is skipped under the server's own words (data/render/render_faults.py), the run goes on."""
     from speculators_qwen_compat.core.errors import reason_of
 
     exc = _upstream_raises(_endpoint(server, "fetch"))
@@ -265,7 +264,7 @@ def test_an_image_outside_the_servers_folder_fails_the_run_at_once(
 ) -> None:
     """vLLM 0.32 refuses a local file outside its --allowed-local-media-path, the path masked:
     a server set up for other folders, fatal at once with the fix, naming this run's media
-    folder (data/inline_media.py) when it has one."""
+    folder (data/normalize/inline_media.py) when it has one."""
     words = "The file path /da*/x.png must be a subpath of `--allowed-local-media-path /srv`."
     body = json.dumps({"error": {"message": words, "code": 400}})
     refused = RuntimeError(f"Render endpoint returned 400: {body}")

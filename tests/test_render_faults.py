@@ -1,11 +1,11 @@
 """``--render-endpoint URL``: a server that goes away fails the run; one that comes back loses
 nothing; a wrong URL fails at once; only the server's refusal of a conversation is a skip.
 
-Against a real vLLM 0.32 render server (tests/vllm_server.py): the wrong URL on every release
-that renders through it (0.8+; each in its own environment, tools/release_python.sh), the
-restart and the kill on the newest (what they test is our render client, data/render_faults.py;
-each 0.8+ suite drives every fault class through that release's own pipeline with two map
-workers, tests/test_render_fault_classes.py; two server starts a release cost CI minutes).
+Against a real vLLM 0.32 render server (tests/vllm_server.py): the wrong URL on every release that
+renders through it (0.8+; each in its own environment, tools/release_python.sh), the restart and the
+kill on the newest (what they test is our render client, data/render/render_faults.py; each 0.8+
+suite drives every fault class through that release's own pipeline with two map workers,
+tests/test_render_fault_classes.py; two server starts a release cost CI minutes).
 Each run renders ``ROWS`` conversations with one map worker; the test acts on the server once
 the server's access log shows ``AFTER`` render requests answered (mid-run, no timing guesses):
 - restarted (stopped, then started again on the same port) within the retry budget: the run

@@ -1,4 +1,4 @@
-"""data/run_folders.py: a dead run's folders are swept, a live run's never, wherever the kill
+"""data/read/run_folders.py: a dead run's folders are swept, a live run's never, wherever the kill
 landed (a forked child stands for the run: it claims and exits without releasing, as a
 SIGKILLed run does; the kernel drops its locks)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from speculators_qwen_compat.data import run_folders
+from speculators_qwen_compat.data.read import run_folders
 
 pytestmark = pytest.mark.pure  # our code alone
 

@@ -1,4 +1,4 @@
-"""data/segment_encoder.py gives exactly the real Qwen3.6 tokenizer's own ids.
+"""data/render/segment_encoder.py gives exactly the real Qwen3.6 tokenizer's own ids.
 
 The oracle is ``tokenizer.encode(text, add_special_tokens=False)`` of the release's transformers
 on the real vocabulary (tests/qwen_vocab.py), on texts built to break piecewise tokenization:
@@ -14,8 +14,8 @@ import logging
 import pytest
 from qwen_vocab import vocab_dir
 
-from speculators_qwen_compat.data import segment_encoder
-from speculators_qwen_compat.data.segment_encoder import SegmentEncoder
+from speculators_qwen_compat.data.render import segment_encoder
+from speculators_qwen_compat.data.render.segment_encoder import SegmentEncoder
 
 TEXTS = [
     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n",

@@ -27,7 +27,7 @@ from conftest import (
 from mask_oracle import load_rows
 from packaging.version import Version
 
-from speculators_qwen_compat.data import speculator_rows
+from speculators_qwen_compat.data.read import speculator_rows
 
 SEQ_LENGTH = 512
 #: 0.7+ pass speculator-format rows through (``_passthrough_pretokenized``).

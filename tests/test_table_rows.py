@@ -1,5 +1,5 @@
 """Parquet files, ``save_to_disk`` folders and ``hf:PATH`` give the rows the same data gives as
-JSON lines, on every release (data/table_rows.py).
+JSON lines, on every release (data/read/table_rows.py).
 
 The data is the suite's own mix (conftest.good_rows: OpenAI and ShareGPT turns, tools, reasoning,
 weights, system turns) plus its rejected rows, written by ``datasets`` itself: ``Dataset.from_list``

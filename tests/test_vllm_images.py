@@ -4,13 +4,13 @@ The corpus is tests/image_corpus.py (two tiny composite checkpoints with the rea
 vocabulary, PNGs of several sizes, the golden answers of a real server).
 
 - Vision tier (``vision``: base-vision, every release from 0.6.0.2; local rendering is 0.8.1 and
-  0.9.0's, the renderer itself is release-independent): data/render.py with this release's
+  0.9.0's, the renderer itself is release-independent): data/render/render.py with this release's
   AutoProcessor (``Qwen3VLProcessor``) equals the golden ids case by case, and a case the server
   refused fails locally. Second, server-free oracle: transformers' own ``Qwen3VLProcessor``
   called on each image gives the golden count of ``<|image_pad|>``.
 - Text tier (every release's suite, no Pillow): the text-only cases with the tokenizer
   AutoTokenizer loads for the composite checkpoint (0.8.1's transformers 5.16 loads another class
-  than vLLM's 5.19: data/vllm_tokenizer.py).
+  than vLLM's 5.19: data/render/vllm_tokenizer.py).
 - Server tier (``vllm``): the server renders the corpus again (any drift from the golden ids
   fails); prepare_data with images by path and by ``file://`` URL gives identical rows, whole
   Arrow rows with upstream's ``messages`` column, locally and through the server (0.8.1 and
@@ -35,7 +35,7 @@ import vllm_server
 from conftest import RENDERS, subprocess_env
 from qwen_vocab import vocab_dir
 
-from speculators_qwen_compat.data.render import render_ids
+from speculators_qwen_compat.data.render.render import render_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 RENDER_RELEASES = ("0.8.1", "0.9.0")
@@ -48,7 +48,7 @@ def _local(processor: Any, case: dict[str, Any]) -> dict[str, Any]:
 
 
 #: What local rendering raises for an image the server refuses (a missing file, a placeholder
-#: cut by truncation): a counted skip (data/media.py), never ids.
+#: cut by truncation): a counted skip (data/render/media.py), never ids.
 MEDIA_REFUSAL = "MediaNotRendered"
 
 
@@ -151,8 +151,8 @@ def test_local_image_rendering_matches_golden_server_ids(
     # a missing file is counted under the server's own reason
     assert local["missing_file/full"]["message"].endswith("No such file or directory: '<path>'")
     # every image the server refused is counted locally under the reason the server's refusal
-    # is counted under (data/media_faults.py: one rule for both paths)
-    from speculators_qwen_compat.data.media_faults import reason
+    # is counted under (data/render/media_faults.py: one rule for both paths)
+    from speculators_qwen_compat.data.render.media_faults import reason
 
     refused = {n: reason(a["message"]) for n, a in golden.items() if "status" in a}
     media = {n: r for n, r in refused.items() if r is not None}
@@ -169,7 +169,7 @@ def test_no_pillow_fails_with_one_line_naming_the_fixes(
     """Where Pillow cannot be imported, the first image fails the run (a CompatError: the entry
     point prints it as its one line), not a skip; text-only requests never import it."""
     from speculators_qwen_compat.core.errors import CompatError
-    from speculators_qwen_compat.data import media
+    from speculators_qwen_compat.data.render import media
 
     media_dir, _ = corpus
     processor = processor_of("dense")
@@ -329,8 +329,8 @@ def _form_rows(media: Path) -> list[dict[str, Any]]:
              images=[str(media / "square.png"), str(media / "wide.png")]),
         chat("<image><image>?", "Mismatch.", images=[str(media / "square.png")]),
         chat("<image> what?", "No column."),
-        # bytes that are no image (data/inline_media.py): nothing written, the same skip on
-        # both paths (a whole image would be written to <output>-media: test_hub_data.py)
+        # bytes that are no image (data/normalize/inline_media.py): nothing written, the same
+        # skip on both paths (a whole image would be written to <output>-media: test_hub_data.py)
         chat([{"type": "image", "image": "data:image/png;base64,aGVsbG8="}], "Inline."),
         *(chat(qwen(name), f"Fault {name}.") for name in image_corpus.FAULTS),
         {"messages": [
@@ -347,8 +347,8 @@ def _form_rows(media: Path) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-#: the skips ``_form_rows`` must give on every path, by reason (data/media_forms.py,
-#: data/media_faults.py); the missing file of ``_image_rows`` adds one more
+#: the skips ``_form_rows`` must give on every path, by reason (data/normalize/media_forms.py,
+#: data/render/media_faults.py); the missing file of ``_image_rows`` adds one more
 FORM_SKIPS = {
     "2 <image> placeholders in the text but 1 files in the 'images' column": 1,
     "<image> placeholder in the text but no 'images' or 'image' column names its file": 1,
@@ -526,7 +526,7 @@ def test_an_image_url_the_server_cannot_fetch_is_one_counted_skip(
 ) -> None:
     """vLLM answers a request whose image URL it cannot fetch with a 500 of its own words
     ("Cannot connect to host ..."): that conversation is skipped under those words and the run
-    goes on (data/render_faults.py); upstream retried it as a server fault and failed the run
+    goes on (data/render/render_faults.py); upstream retried it as a server fault and failed the run
     after minutes."""
     from vllm_server import free_port
 

@@ -1,11 +1,11 @@
 """Local rendering gives exactly the ids of a real vLLM 0.32 render server (the parity corpus).
 
-Quick tier (every release, no server): data/render.py on every case of tests/parity_corpus.py,
-with this release's transformers and the real Qwen3.6 vocabulary, equals the golden ids recorded
-from the server (tests/golden/vllm-0.32.0/), for the Qwen3.6- and Qwen3.5-style templates; where
-the server refused a case (400, the template's own message) the local render must raise the
-template's rejection (jinja2's TemplateError) with the same message: any other exception, a
-TypeError of a bug included, is a mismatch (parity_corpus.mismatches).
+Quick tier (every release, no server): data/render/render.py on every case of
+tests/parity_corpus.py, with this release's transformers and the real Qwen3.6 vocabulary, equals the
+golden ids recorded from the server (tests/golden/vllm-0.32.0/), for the Qwen3.6- and Qwen3.5-style
+templates; where the server refused a case (400, the template's own message) the local render must
+raise the template's rejection (jinja2's TemplateError) with the same message: any other exception,
+a TypeError of a bug included, is a mismatch (parity_corpus.mismatches).
 Server tier (marked ``vllm``: tools/matrix.py runs it once, on the newest release; one server
 per template for the session): the server renders the
 corpus again through what our HTTP path sends; any drift from the golden ids is a failure (the
@@ -22,7 +22,7 @@ import vllm_server
 from qwen_vocab import vocab_dir
 
 from speculators_qwen_compat import demo
-from speculators_qwen_compat.data.render import render_ids
+from speculators_qwen_compat.data.render.render import render_ids
 
 
 def _local(tokenizer: Any, case: dict[str, Any]) -> dict[str, Any]:

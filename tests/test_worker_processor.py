@@ -1,5 +1,5 @@
 """Spawned map workers load the target's processor trusting its code exactly when the parent
-did (data/render.py): a model whose tokenizer is the repository's own code loads as that code
+did (data/render/render.py): a model whose tokenizer is the repository's own code loads as that code
 in a fresh process once the parent loaded it with ``trust_remote_code=True``; before, a spawned
 worker quietly got transformers' built-in class instead of the parent's.
 
@@ -22,7 +22,7 @@ from conftest import program, subprocess_env
 
 from speculators_qwen_compat import demo
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
-from speculators_qwen_compat.data import render
+from speculators_qwen_compat.data.render import render
 
 pytestmark = pytest.mark.pure  # transformers and our renderer alone: run once (tools/matrix.py)
 

@@ -3,7 +3,7 @@
 Target: the source patches (patches/<release>/, made by tools/make_patches.py). A patch to
 upstream cannot import this package, yet its normaliser and its local rendering must be the
 package's, not a copy kept by hand that drifts. This takes the names a patch needs (say
-``normalize_conversation`` of ``speculators_qwen_compat.data.normalize``), follows every
+``normalize_conversation`` of ``speculators_qwen_compat.data.normalize.normalize``), follows every
 module-level name they use, in their module or through ``from speculators_qwen_compat... import
 name``, and lays the statements that define them out in one module, each exactly as the
 package's source has it (comments above a definition included), with the standard-library and

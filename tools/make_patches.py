@@ -1,14 +1,14 @@
 """Write the source patches that carry the package's own logic, patches/<release>/NNNN-<fix>.patch.
 
-Two fixes hand upstream the package's logic itself: ``normalize-turns`` (data/normalize.py's
-rules; on <= 0.7 also data/render.py's tool-call arguments as mappings) and ``local-render``
-(0.8+: data/render.py's request handling and data/content_format.py's content-format
-detection, checked against a real vLLM server). A patch cannot import this package, so each
-adds one module to upstream's tree, built from the package's source by tools/inline_rules.py
-(the definitions it needs, exactly as written), plus a small hand-written change hooking it in:
-``tools/patch_hooks/<release>/NNNN-<fix>.patch``, a ``git format-patch`` mail whose message is
-the patch's. The other patches (mask-probe, row-guard, messages-column) are upstream-specific
-and kept by hand in patches/<release>/.
+Two fixes hand upstream the package's logic itself: ``normalize-turns``
+(data/normalize/normalize.py's rules; on <= 0.7 also data/render/render.py's tool-call arguments as
+mappings) and ``local-render`` (0.8+: data/render/render.py's request handling and
+data/render/content_format.py's content-format detection, checked against a real vLLM server). A
+patch cannot import this package, so each adds one module to upstream's tree, built from the
+package's source by tools/inline_rules.py (the definitions it needs, exactly as written), plus a
+small hand-written change hooking it in: ``tools/patch_hooks/<release>/NNNN-<fix>.patch``, a
+``git format-patch`` mail whose message is the patch's. The other patches (mask-probe, row-guard,
+messages-column) are upstream-specific and kept by hand in patches/<release>/.
 
 For each release this lays out the release's source (tools/release_source.py), applies the
 series in order with ``git am`` and, at a generated fix, applies its hook, adds the module and
@@ -42,8 +42,8 @@ if str(ROOT) not in sys.path:
 import inline_rules  # noqa: E402 - tools/ is not a package
 import release_source  # noqa: E402
 
-NORMALIZE = "speculators_qwen_compat.data.normalize"
-RENDER = "speculators_qwen_compat.data.render"
+NORMALIZE = "speculators_qwen_compat.data.normalize.normalize"
+RENDER = "speculators_qwen_compat.data.render.render"
 DATA_GENERATION = "src/speculators/data_generation"
 REGENERATE = "python tools/make_patches.py"
 

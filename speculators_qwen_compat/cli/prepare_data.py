@@ -35,8 +35,9 @@ from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.run_options import update_options
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
-from speculators_qwen_compat.data import inline_media, media, media_paths
-from speculators_qwen_compat.data.ledger import REPORT_NAME
+from speculators_qwen_compat.data.account.ledger import REPORT_NAME
+from speculators_qwen_compat.data.normalize import inline_media, media_paths
+from speculators_qwen_compat.data.render import media
 
 if TYPE_CHECKING:
     from speculators_qwen_compat.fixes.data.run_report import Report

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.data import run_folders
-from speculators_qwen_compat.data.ledger import REPORT_NAME
+from speculators_qwen_compat.data.account.ledger import REPORT_NAME
+from speculators_qwen_compat.data.read import run_folders
 
 log = logging.getLogger("speculators_qwen_compat")
 #: the files of prepare_data's output besides ``*.arrow`` shards

@@ -46,8 +46,8 @@ def apply_data_flags(flags: argparse.Namespace) -> None:
     """Hand the data flags prepare_data and doctor share (--conversations-key, the flat-column
     mapping, --unknown-roles) to the data path, which reads them in every map worker from the
     run's options. Imported here, not at module level: run and train never need them."""
-    from speculators_qwen_compat.data.columns import ColumnOptions
-    from speculators_qwen_compat.data.normalize import choose_unknown_roles
+    from speculators_qwen_compat.data.normalize.normalize import choose_unknown_roles
+    from speculators_qwen_compat.data.read.columns import ColumnOptions
 
     ColumnOptions.from_flags(
         flags.conversations_key, flags.prompt_column, flags.response_column, flags.system_column

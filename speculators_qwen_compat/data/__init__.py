@@ -1,3 +1,6 @@
-"""The data path the data fixes run: reading files (files.py), normalising rows into
-conversations a template accepts (normalize.py, content_format.py), rendering the way vLLM's
-``/render`` does (render.py), and counting skips across worker processes (ledger.py)."""
+"""The data path the data fixes run, grouped by a row's trip through it.
+
+read/ (files, tables, columns: one row as JSON text, where it came from) -> normalize/ (the
+row's turns and media as the conversation a chat template takes) -> render/ (token ids the way
+vLLM's ``/render`` gives them, loss-mask weights, the batch handed to datasets) -> account/
+(what was kept, skipped and why, across worker processes: the skip ledger)."""

@@ -17,9 +17,9 @@ from typing import Any, TextIO
 from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
-from speculators_qwen_compat.data import media_paths
-from speculators_qwen_compat.data.media import choose_processor_kwargs
-from speculators_qwen_compat.data.quality import LABELS
+from speculators_qwen_compat.data.account.quality import LABELS
+from speculators_qwen_compat.data.normalize import media_paths
+from speculators_qwen_compat.data.render.media import choose_processor_kwargs
 from speculators_qwen_compat.doctor import media_endpoint
 from speculators_qwen_compat.doctor.drafter_view import print_drafter_view
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run

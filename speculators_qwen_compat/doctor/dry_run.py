@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.data import inline_media, ledger, processor_media
-from speculators_qwen_compat.data.files import (
+from speculators_qwen_compat.data.account import ledger
+from speculators_qwen_compat.data.account.ledger import Ledger, Tally
+from speculators_qwen_compat.data.normalize import inline_media, processor_media
+from speculators_qwen_compat.data.normalize.normalize import BadConversation
+from speculators_qwen_compat.data.read.files import (
     LINE_COLUMN,
     SOURCE_COLUMN,
     local_json_files,
     read_rows,
 )
-from speculators_qwen_compat.data.ledger import Ledger, Tally
-from speculators_qwen_compat.data.normalize import BadConversation
 from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, MaskStrategy, Row
 from speculators_qwen_compat.doctor.media_report import SHOWN, MediaReport, ReleaseProcessor, count
 from speculators_qwen_compat.fixes.data.conversations import read_batch
@@ -77,10 +78,12 @@ def dry_run(
     loaded: ReleaseProcessor | None = None,
 ) -> DryRun:
     """``loaded``: what the release loads for the target (asked only when a conversation has
-    images or videos, on <= 0.7, to skip them as the run does: data/processor_media.py)."""
+    images or videos, on <= 0.7, to skip them as the run does:
+    data/normalize/processor_media.py)."""
     raw = read_rows(files, conversations_key, keep=max_rows)
     # inline images judged as prepare_data judges them: written once, to a folder of this
-    # process removed at its exit (data/inline_media.py), so nothing is left beside any output
+    # process removed at its exit (data/normalize/inline_media.py), so nothing is left beside
+    # any output
     inline_media.scratch_folder()
     result = DryRun(rows_total=raw.total, pretokenized=raw.pretokenized)
     result.lines, result.sources = raw.lines, raw.sources
@@ -128,7 +131,7 @@ def _supervised_rows(
 ) -> list[Row]:
     try:
         rows = strategy.rows(conversation, tools, limit)
-    except Exception as exc:  # counted as the run counts it (data/ledger.py reject)
+    except Exception as exc:  # counted as the run counts it (data/account/ledger.py reject)
         ledger.reject(exc, where)
         return []
     rows = [row for row in rows if any(row.loss_mask)]

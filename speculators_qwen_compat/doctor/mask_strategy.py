@@ -13,7 +13,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.core.fix import FixState
-from speculators_qwen_compat.data import render as local_renderer
+from speculators_qwen_compat.data.render import render as local_renderer
 from speculators_qwen_compat.fixes.data.local_render import LOCAL
 from speculators_qwen_compat.fixes.data.mask_probe import supports_assistant_mask
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from speculators_qwen_compat.core.errors import reason_of
-from speculators_qwen_compat.data import media, media_forms
-from speculators_qwen_compat.data import render as local_renderer
+from speculators_qwen_compat.data.normalize import media_forms
+from speculators_qwen_compat.data.render import media
+from speculators_qwen_compat.data.render import render as local_renderer
 
 IMAGE_PAD = "<|image_pad|>"
 

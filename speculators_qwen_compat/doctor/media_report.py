@@ -13,8 +13,8 @@ from types import ModuleType
 from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
-from speculators_qwen_compat.data import processor_media
-from speculators_qwen_compat.data import render as local_renderer
+from speculators_qwen_compat.data.normalize import processor_media
+from speculators_qwen_compat.data.render import render as local_renderer
 
 #: Media conversations shown one by one.
 SHOWN = 3
@@ -106,8 +106,8 @@ def build(
         )
         return report
     if not processor_media.is_multimodal(processor):
-        # <= 0.7: data/processor_media.py skips them; 0.8+: local rendering refuses images for
-        # a target without an image processor, as vLLM does (data/media.py)
+        # <= 0.7: data/normalize/processor_media.py skips them; 0.8+: local rendering refuses
+        # images for a target without an image processor, as vLLM does (data/render/media.py)
         report.how = "the run loads a tokenizer: image/video conversations are skipped"
         why = "the target has no image processor"
         if local_template:

@@ -120,7 +120,7 @@ def _media_dir(flags: Any, sources: list[str]) -> list[str]:
     unless the user named one; the working directory stays the user's."""
     if getattr(flags, "media_dir", None):
         return []
-    from speculators_qwen_compat.data.media_paths import data_folder
+    from speculators_qwen_compat.data.normalize.media_paths import data_folder
 
     folders = {data_folder(source) for source in sources}
     if len(folders) != 1 or None in folders:

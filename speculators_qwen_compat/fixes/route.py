@@ -26,10 +26,15 @@ class Stop:
 #: ``build_speculator_training_dataset``; each release has the functions its shape names.
 ROUTE: dict[str, tuple[Stop, ...]] = {
     "load_and_preprocess_dataset": (
-        Stop("run_report", "counts the run across map workers (data/ledger.py), writes the report"),
+        Stop(
+            "run_report",
+            "counts the run across map workers (data/account/ledger.py), writes the report",
+        ),
     ),
     "load_raw_dataset": (
-        Stop("conversations", "reads local files and Hub tables (data/files.py, table_rows.py)"),
+        Stop(
+            "conversations", "reads local files and Hub tables (data/read/files.py, table_rows.py)"
+        ),
     ),
     "concatenate_datasets": (
         Stop("conversations", "several --data cast to one set of types (speculator_rows.py)"),
@@ -54,7 +59,7 @@ ROUTE: dict[str, tuple[Stop, ...]] = {
     "_supports_assistant_mask": (Stop("mask_probe", "probes the template without crashing"),),
     "_get_input_ids_loss_mask": (Stop("mask_probe", "a processor's batched mask unbatched"),),
     "_create_loss_mask_from_offsets": (
-        Stop("row_guard", "weight-0 assistant turns unset in the mask (data/weights.py)"),
+        Stop("row_guard", "weight-0 assistant turns unset in the mask (data/render/weights.py)"),
         Stop("offsets_loss_mask", "the pattern mask built with numpy"),
     ),
     "render_conversation": (Stop("local_render", "the template rendered in-process (render.py)"),),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.data.unreadable import (
+from speculators_qwen_compat.data.read.unreadable import (
     INVALID_UNICODE,
     MALFORMED_LINE,
     NOT_AN_OBJECT,

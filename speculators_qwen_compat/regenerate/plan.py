@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
-from speculators_qwen_compat.data import media_forms
-from speculators_qwen_compat.data.columns import ColumnOptions, NoConversation, find_conversation
-from speculators_qwen_compat.data.normalize import BadConversation, normalize_row
-from speculators_qwen_compat.data.row_errors import is_data_problem
+from speculators_qwen_compat.data.account.row_errors import is_data_problem
+from speculators_qwen_compat.data.normalize import media_forms
+from speculators_qwen_compat.data.normalize.normalize import BadConversation, normalize_row
+from speculators_qwen_compat.data.read.columns import (
+    ColumnOptions,
+    NoConversation,
+    find_conversation,
+)
 
 NO_USER_TURN = "no user turn"
 _TOOL_RESPONSE = re.compile(r"<tool_response>\s*(.*?)\s*</tool_response>", re.DOTALL)
@@ -63,7 +67,7 @@ class Plan(list):
         """Run the pending template check (once); the skip reason when no step is left."""
         if self.pending is None:
             return None
-        from speculators_qwen_compat.data.media import MediaUnavailable
+        from speculators_qwen_compat.data.render.media import MediaUnavailable
 
         tokenizer, tools = self.pending
         self.pending = None
@@ -233,7 +237,7 @@ def sent_prefixes(plan: Plan) -> list[list[dict[str, Any]]]:
 def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> Any:
     """The prompt's text as vLLM's template renders it (its messages and tools as vLLM hands
     them over), or the data problem the template raised."""
-    from speculators_qwen_compat.data.render import template_messages, template_tools
+    from speculators_qwen_compat.data.render.render import template_messages, template_tools
 
     template = getattr(tokenizer, "chat_template", None)
     try:

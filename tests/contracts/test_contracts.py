@@ -37,7 +37,7 @@ if not KEEPS_EMPTY_ROWS:  # 0.8+: --render-endpoint URL, upstream's own render p
     DELIBERATE["render_conversation/unreachable"] = (
         "upstream retries 14 s and raises httpx's error for every conversation, which its map "
         "skips; the fix retries within a budget, then raises RenderServerFailed, which ends the "
-        "run (a server fault is not data: data/render_faults.py)"
+        "run (a server fault is not data: data/render/render_faults.py)"
     )
     DELIBERATE["_render_conversation_rows/unreachable"] = (
         "upstream logs the error and returns no rows (the conversation is skipped); the fix "
@@ -46,12 +46,12 @@ if not KEEPS_EMPTY_ROWS:  # 0.8+: --render-endpoint URL, upstream's own render p
     DELIBERATE["load_and_preprocess_dataset/endpoint_unreachable"] = (
         "upstream skips every conversation and fails at the end with 'No samples remain' "
         "(ValueError), or exits 0 with the rows rendered before the server went; the fix fails "
-        "the run with RenderServerFailed naming the server (data/render_faults.py)"
+        "the run with RenderServerFailed naming the server (data/render/render_faults.py)"
     )
 DELIBERATE["concatenate_datasets/int32_and_int64"] = (
     "upstream refuses datasets whose integer widths differ ('features can't be aligned'), as "
     "a run mixing speculator-format rows with conversations has; the fix casts every part to "
-    "the narrowest (data/speculator_rows.py)"
+    "the narrowest (data/read/speculator_rows.py)"
 )
 DELIBERATE["_passthrough_pretokenized/lengths_differ"] = (
     "upstream raises for the whole batch (the run ends); the fix skips and counts that row"

@@ -35,8 +35,8 @@ from mask_oracle import load_rows
 from test_processor_path import checkpoint
 
 from speculators_qwen_compat import demo
-from speculators_qwen_compat.data.media import MISSING_FILE
-from speculators_qwen_compat.data.processor_media import NEEDS_PROCESSOR
+from speculators_qwen_compat.data.normalize.processor_media import NEEDS_PROCESSOR
+from speculators_qwen_compat.data.render.media import MISSING_FILE
 
 pytestmark = pytest.mark.vision
 
@@ -75,8 +75,8 @@ def _conversations(images: dict[str, Path]) -> dict[str, dict[str, Any]]:
                 {"role": "assistant", "content": "Hi, how can I help?"},
             ]
         },
-        # the forms people hold images in (data/media_forms.py), after the rows above so the
-        # doctor's first three stay those
+        # the forms people hold images in (data/normalize/media_forms.py), after the rows above
+        # so the doctor's first three stay those
         "qwen_image": row([{"type": "image", "image": green}], "Qwen green."),
         "qwen_file": row([{"type": "image", "image": f"file://{red}"}], "Qwen red."),
         "url_string": row([{"type": "image_url", "image_url": f"file://{green}"}], "Plain url."),

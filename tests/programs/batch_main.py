@@ -15,7 +15,8 @@ behind for the next, and how each case starts as a fresh interpreter would:
   variables (each case runs in a copy of the batch's context): the package's run state
   travels with the call that owns it (docs/maintainers.md, "Run state"): the caller's run
   report (fixes/data/run_report.py ``reporting``), the open run's ledger and batch counts
-  (data/ledger.py ``batch``), the row being rendered (data/weights.py ``rendering_row``);
+  (data/account/ledger.py ``batch``), the row being rendered (data/render/weights.py
+  ``rendering_row``);
 - reset before every case by the package's own function: the reasons the skip ledger logged
   once outside a run (``ledger.forget_logged_reasons``), process-wide as ``warnings``' own;
 - the same for every case, so left as they are: the fixes' registry (installed once; every
@@ -41,7 +42,7 @@ from speculators_qwen_compat.cli import frozen_imports
 
 def reset_package_state() -> None:
     """The package's per-run state as a fresh interpreter has it (see the module docstring)."""
-    from speculators_qwen_compat.data import ledger
+    from speculators_qwen_compat.data.account import ledger
 
     ledger.forget_logged_reasons()
 

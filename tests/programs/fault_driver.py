@@ -44,7 +44,7 @@ def place_kill(point: str) -> None:
         Dataset.map = map_then_die
     elif point == "during-map":
         from speculators_qwen_compat.core.run_options import current_options
-        from speculators_qwen_compat.data import ledger
+        from speculators_qwen_compat.data.account import ledger
 
         original_write = ledger._write
 

@@ -179,7 +179,7 @@ def same_corpus(params: dict[str, Any]) -> dict[str, Any]:
     per row, each one's outcome (``_normalised``)."""
     from hostile_corpus import as_sharegpt, corpus
 
-    from speculators_qwen_compat.data.normalize import (
+    from speculators_qwen_compat.data.normalize.normalize import (
         BadConversation,
         normalize_conversation,
         pick_conversation,

@@ -29,7 +29,7 @@ from speculators.data_generation import preprocessing
 from transformers import AutoProcessor, AutoTokenizer
 
 import speculators_qwen_compat
-from speculators_qwen_compat.data import render
+from speculators_qwen_compat.data.render import render
 from speculators_qwen_compat.demo import sample_data
 from speculators_qwen_compat.fixes.data import forked_tokenizer
 

@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from typing import Any
 
-from speculators_qwen_compat.data import ledger
+from speculators_qwen_compat.data.account import ledger
 from speculators_qwen_compat.fixes.data import run_report
 
 REASON = "state_probe's reason"
@@ -33,7 +33,7 @@ class _Lines(logging.Handler):
 
 
 def _reason_logged() -> bool:
-    """Whether a skip outside any run logs its reason (once per process, data/ledger.py)."""
+    """Whether a skip outside any run logs its reason (once per process, data/account/ledger.py)."""
     lines = _Lines()
     logger = logging.getLogger("speculators_qwen_compat")
     logger.addHandler(lines)

@@ -13,7 +13,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_applicable
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind
-from speculators_qwen_compat.data.files import CACHE_FOLDER
+from speculators_qwen_compat.data.read.files import CACHE_FOLDER
 from speculators_qwen_compat.fixes import route
 
 #: The dataset builder: 0.8+ and <= 0.7 name it differently; both take the dataset first.

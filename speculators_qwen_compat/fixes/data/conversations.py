@@ -21,24 +21,30 @@ from speculators_qwen_compat.core.upstream import (
     is_pretokenized,
     parameters,
 )
-from speculators_qwen_compat.data import ledger, media_paths, processor_media, weights
-from speculators_qwen_compat.data.columns import ColumnOptions, no_conversation_message
-from speculators_qwen_compat.data.files import (
-    LINE_COLUMN,
-    SOURCE_COLUMN,
-    load_rows,
-    local_json_files,
-)
-from speculators_qwen_compat.data.normalize import (
+from speculators_qwen_compat.data.account import ledger
+from speculators_qwen_compat.data.normalize import media_paths, processor_media
+from speculators_qwen_compat.data.normalize.normalize import (
     BadConversation,
     cut_turns,
     normalize_conversation,
     normalize_row,
 )
-from speculators_qwen_compat.data.render import arguments_as_mappings
-from speculators_qwen_compat.data.speculator_rows import aligned
-from speculators_qwen_compat.data.unreadable import INVALID_UNICODE, MALFORMED_LINE, NOT_AN_OBJECT
-from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
+from speculators_qwen_compat.data.read.columns import ColumnOptions, no_conversation_message
+from speculators_qwen_compat.data.read.files import (
+    LINE_COLUMN,
+    SOURCE_COLUMN,
+    load_rows,
+    local_json_files,
+)
+from speculators_qwen_compat.data.read.speculator_rows import aligned
+from speculators_qwen_compat.data.read.unreadable import (
+    INVALID_UNICODE,
+    MALFORMED_LINE,
+    NOT_AN_OBJECT,
+)
+from speculators_qwen_compat.data.render import weights
+from speculators_qwen_compat.data.render.render import arguments_as_mappings
+from speculators_qwen_compat.data.render.weights import CONTEXT_COLUMN
 from speculators_qwen_compat.fixes import route
 
 LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path", "num_proc"))
@@ -160,9 +166,9 @@ def read_batch(
     the installed release does with an unknown role (normalize.py ``unknown_role_policy``).
     ``multimodal``: with ``local_template``, whether the release loaded the target's processor
     (True) or a tokenizer (False): image/video parts are prepared for it or the row is skipped
-    (data/processor_media.py); None leaves them to the release (0.8+ render them). Media in
-    every form (parts, image columns) reach every release in the form upstream's adapter takes
-    (data/media_forms.py, through the normaliser).
+    (data/normalize/processor_media.py); None leaves them to the release (0.8+ render them).
+    Media in every form (parts, image columns) reach every release in the form upstream's
+    adapter takes (data/normalize/media_forms.py, through the normaliser).
 
     Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
     and for the row guard the ``file:line`` source of each row kept and the indices of its
@@ -227,7 +233,7 @@ def _with_sources(dataset: Any, spec: str) -> Any:
 
 def _concatenate_aligned(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Several ``--data`` mixing speculator-format rows with conversations: every part cast
-    to the same integer widths first (data/speculator_rows.py ``aligned``); upstream's
+    to the same integer widths first (data/read/speculator_rows.py ``aligned``); upstream's
     concatenation refuses the mix otherwise, in every release with a pass-through."""
     bound = bind(wrapped, args, kwargs)
     parts = list(bound.arguments["dsets"])
@@ -268,7 +274,7 @@ def _require_conversations(spec: str, dataset: Any) -> None:
         first = dataset[0] if len(dataset) else {}
     except Exception:  # a streaming or odd data set: let the rows decide
         return
-    from speculators_qwen_compat.data.columns import NoConversation, find_conversation
+    from speculators_qwen_compat.data.read.columns import NoConversation, find_conversation
 
     try:
         find_conversation(first, options)

@@ -12,8 +12,8 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
-from speculators_qwen_compat.data import media, render_faults
-from speculators_qwen_compat.data import render as local_renderer
+from speculators_qwen_compat.data.render import media, render_faults
+from speculators_qwen_compat.data.render import render as local_renderer
 from speculators_qwen_compat.fixes import route
 
 LOCAL = "local"
@@ -74,7 +74,7 @@ class LocalRenderFix(Fix):
                 # contract keeps them as the user wrote them.
                 arguments["messages"] = local_renderer.request_messages(messages)
                 # our retries instead of upstream's (with_retries): a failing server is
-                # retried within a budget and then fails the run (data/render_faults.py)
+                # retried within a budget and then fails the run (data/render/render_faults.py)
                 raw = getattr(wrapped, "__wrapped__", wrapped)
                 return render_faults.render(lambda: call(raw, bound), str(endpoint))
             path = endpoint.partition(":")[2]

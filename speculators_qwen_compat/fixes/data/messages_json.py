@@ -12,7 +12,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
 from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING
-from speculators_qwen_compat.data.arrow_batch import MESSAGES, with_json_messages
+from speculators_qwen_compat.data.render.arrow_batch import MESSAGES, with_json_messages
 from speculators_qwen_compat.fixes import route
 
 BATCH = Target(PREPROCESSING, "_preprocess_batch", params=("examples",))

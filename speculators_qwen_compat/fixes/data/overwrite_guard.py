@@ -10,7 +10,7 @@ from __future__ import annotations
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import SET, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
-from speculators_qwen_compat.data.ledger import REPORT_NAME
+from speculators_qwen_compat.data.account.ledger import REPORT_NAME
 
 ALLOWED = Target(CLI_PREPARE_DATA, "PREPARE_DATA_OVERWRITE_ALLOWED_FILES", kind=SET)
 

@@ -22,9 +22,12 @@ from speculators_qwen_compat.core.upstream import (
     call,
     is_pretokenized,
 )
-from speculators_qwen_compat.data import ledger, processor_media, speculator_rows, weights
-from speculators_qwen_compat.data.files import SOURCE_COLUMN
-from speculators_qwen_compat.data.weights import CONTEXT_COLUMN
+from speculators_qwen_compat.data.account import ledger
+from speculators_qwen_compat.data.normalize import processor_media
+from speculators_qwen_compat.data.read import speculator_rows
+from speculators_qwen_compat.data.read.files import SOURCE_COLUMN
+from speculators_qwen_compat.data.render import weights
+from speculators_qwen_compat.data.render.weights import CONTEXT_COLUMN
 from speculators_qwen_compat.fixes import route
 
 #: A span of a failed batch this short is isolated row by row rather than halved again.
@@ -309,7 +312,7 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
 
 def _count_passthrough(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """0.7+: speculator-format rows counted like conversations. A row upstream cannot keep is
-    skipped with its reason (data/speculator_rows.py) and left out of upstream's call, which
+    skipped with its reason (data/read/speculator_rows.py) and left out of upstream's call, which
     then keeps every row it is given (0.8+ would drop a row with nothing supervised inside
     ``--seq-length`` without a count; every release raises on a row whose lengths differ,
     ending the run); each row's id goes to the duplicate check."""

@@ -18,8 +18,8 @@ from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, DataErro
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA, PREPROCESSING, bind
-from speculators_qwen_compat.data.ledger import Ledger, Tally
-from speculators_qwen_compat.data.render_faults import RenderServerFailed
+from speculators_qwen_compat.data.account.ledger import Ledger, Tally
+from speculators_qwen_compat.data.render.render_faults import RenderServerFailed
 from speculators_qwen_compat.fixes import route
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -147,7 +147,7 @@ def _counted(wrapped: Any, args: tuple, kwargs: dict, ledger: Ledger) -> Any:
 
 
 #: Conversations that may fail with an error that is not a data problem (a bug in upstream or
-#: in this package) before the run is refused: such a row is not a skip (data/ledger.py).
+#: in this package) before the run is refused: such a row is not a skip (data/account/ledger.py).
 ERROR_LIMIT = 3
 
 
@@ -170,9 +170,9 @@ def _refuse_errors(tally: Tally) -> None:
 
 
 def _refuse_warnings_if_strict(tally: Tally) -> None:
-    """``--strict-data``: a data-quality warning (data/quality.py) ends the run, before
+    """``--strict-data``: a data-quality warning (data/account/quality.py) ends the run, before
     anything is written."""
-    from speculators_qwen_compat.data import quality
+    from speculators_qwen_compat.data.account import quality
 
     if quality.strict() and tally.warnings():
         found = quality.summary(tally.warnings())

@@ -13,7 +13,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
-from speculators_qwen_compat.data.normalize import BadConversation
+from speculators_qwen_compat.data.normalize.normalize import BadConversation
 from speculators_qwen_compat.regenerate import resume_keys
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.lines import JsonLines, is_json_lines

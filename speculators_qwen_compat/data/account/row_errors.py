@@ -4,13 +4,13 @@ run, not a skip; and a render server's fault is fatal (data/render_faults.py).""
 
 from __future__ import annotations
 
-from speculators_qwen_compat.data.render_faults import is_refusal
+from speculators_qwen_compat.data.render.render_faults import is_refusal
 
 #: Exception types, by name, that upstream raises for a conversation it cannot render: the
 #: row's data (with this template) is the problem, not the code (docs/upstream.md, "row errors").
 UPSTREAM_DATA_ERRORS = frozenset({"BoundaryUnstableError"})
 #: Upstream's render client errors (0.8+): data only when the server refused the request for
-#: its content (data/render_faults.py); a server or network fault is never a skipped row.
+#: its content (data/render/render_faults.py); a server or network fault is never a skipped row.
 UPSTREAM_RENDER_ERRORS = frozenset({"RenderError", "InvalidResponseError"})
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from speculators_qwen_compat.core.errors import DataError, DataFileNotFoundError
-from speculators_qwen_compat.data import run_folders, table_rows
-from speculators_qwen_compat.data.columns import (
+from speculators_qwen_compat.data.read import run_folders, table_rows
+from speculators_qwen_compat.data.read.columns import (
     ColumnOptions,
     NoConversation,
     find_conversation,
@@ -54,7 +54,7 @@ class RawRows:
 
 def local_json_files(spec: str) -> list[Any] | None:
     """The files a ``--data`` value names (paths; parquet files, ``save_to_disk`` folders and
-    ``hf:`` data sets as data/table_rows.py sources), or None when it is none of those (a
+    ``hf:`` data sets as data/read/table_rows.py sources), or None when it is none of those (a
     preset name or ``hf://`` URI, left to upstream)."""
     path = Path(spec)
     if table_rows.is_hub_spec(spec):
@@ -200,7 +200,7 @@ def _remove_run_folders() -> None:
 
 def file_rows(path: Any) -> Iterator[RawRow]:
     """The non-blank rows of one file: a JSON array's items, else its lines; a table source's
-    rows (data/table_rows.py) as JSON text."""
+    rows (data/read/table_rows.py) as JSON text."""
     if not isinstance(path, Path):
         for row in path.rows():
             yield RawRow(row.text, row.source)

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.run_options import current_options, update_options
-from speculators_qwen_compat.data import run_folders
-from speculators_qwen_compat.data.quality import QualityStats
+from speculators_qwen_compat.data.account.quality import QualityStats
+from speculators_qwen_compat.data.read import run_folders
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -100,10 +100,10 @@ def reject(exc: BaseException, where: str = "") -> None:
     """A conversation that raised: skipped and counted when its data is the problem (a
     template or normaliser rejection), else recorded as an error of upstream or ours, which
     is not a skip and fails the run past a few (fixes/data/run_report.py). A ``CompatError``
-    (fatal on purpose, e.g. data/render_faults.py's) is raised again: it ends the run."""
+    (fatal on purpose, e.g. data/render/render_faults.py's) is raised again: it ends the run."""
     from speculators_qwen_compat.core.errors import CompatError, reason_of
-    from speculators_qwen_compat.data.render_faults import refusal_reason
-    from speculators_qwen_compat.data.row_errors import is_data_problem
+    from speculators_qwen_compat.data.account.row_errors import is_data_problem
+    from speculators_qwen_compat.data.render.render_faults import refusal_reason
 
     if isinstance(exc, CompatError):  # fatal on purpose (a render server gone): not a row's
         raise exc
@@ -205,13 +205,13 @@ class Tally:
 
     def warnings(self) -> dict[str, dict[str, Any]]:
         """The data-quality warnings that fire for what this run read (quality.py)."""
-        from speculators_qwen_compat.data.quality import warnings
+        from speculators_qwen_compat.data.account.quality import warnings
 
         return warnings(self.quality)
 
     def summary(self) -> str:
         """``skipped N of M conversations: ...; K turns with role 'x' ...; data warnings: ...``"""
-        from speculators_qwen_compat.data.quality import summary
+        from speculators_qwen_compat.data.account.quality import summary
 
         line = f"skipped {self.skipped_total} of {self.conversations_in} conversations"
         if self.skipped:

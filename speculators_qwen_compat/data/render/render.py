@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from speculators_qwen_compat.core.run_options import current_options, update_options
-from speculators_qwen_compat.data import media, segment_encoder, vllm_tokenizer
-from speculators_qwen_compat.data.content_format import OPENAI, content_format
+from speculators_qwen_compat.data.render import media, segment_encoder, vllm_tokenizer
+from speculators_qwen_compat.data.render.content_format import OPENAI, content_format
 
 _processors: dict[str, Any] = {}
 REMOTE_CODE_MODULES = "transformers_modules."  # where transformers puts a repository's code
@@ -47,8 +47,8 @@ def processor_for(model_path: str) -> Any:
 def render_ids(processor: Any, messages: list[dict[str, Any]], **request: Any) -> list[int]:
     """The token ids vLLM's render endpoint answers for this request (``request_ids``, the text
     tokenized by segment_encoder.py with the tokenizer vLLM builds for the checkpoint
-    (data/vllm_tokenizer.py): the same ids as ``text_ids``, each piece once); each image
-    placeholder expanded to the processor's count (data/media.py) before truncation, under
+    (data/render/vllm_tokenizer.py): the same ids as ``text_ids``, each piece once); each image
+    placeholder expanded to the processor's count (data/render/media.py) before truncation, under
     ``mm_processor_kwargs`` as vLLM takes it per request (default: ``--mm-processor-kwargs``)."""
     urls = media.image_urls(messages)
     mm_kwargs = request.pop("mm_processor_kwargs", None)

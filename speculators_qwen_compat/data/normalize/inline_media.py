@@ -36,7 +36,7 @@ _MAGIC = (
 class InlineMediaError(ValueError):
     """An inline image that cannot be written; the message is the skip reason."""
 
-    data_problem = True  # counted as a skipped row (data/row_errors.py)
+    data_problem = True  # counted as a skipped row (data/account/row_errors.py)
 
 
 def folder_for(output: Path) -> Path:

@@ -16,19 +16,19 @@ from functools import lru_cache
 from typing import Any
 
 from speculators_qwen_compat.core.run_options import current_options, update_options
-from speculators_qwen_compat.data.columns import (
-    CONVERSATION_KEYS,
-    ColumnOptions,
-    NoConversation,
-    find_conversation,
-    row_system,
-)
-from speculators_qwen_compat.data.media_forms import (
+from speculators_qwen_compat.data.normalize.media_forms import (
     READ_PARTS,
     TEXT_PARTS,
     MediaFormError,
     place_columns,
     upstream_part,
+)
+from speculators_qwen_compat.data.read.columns import (
+    CONVERSATION_KEYS,
+    ColumnOptions,
+    NoConversation,
+    find_conversation,
+    row_system,
 )
 
 #: Role names seen in the wild, mapped to the four roles Qwen templates render.
@@ -63,7 +63,7 @@ class BadConversation(ValueError):
     """A row that cannot become a conversation; the message is the skip reason, ``detail``
     what the ledger's example adds to the row's source (a media path as resolved)."""
 
-    data_problem = True  # counted as a skipped row, never as a bug (data/row_errors.py)
+    data_problem = True  # counted as a skipped row, never as a bug (data/account/row_errors.py)
     detail = ""
 
 
@@ -436,7 +436,7 @@ def _normalize_part(part: Any) -> Any:
         # OpenAI Responses' input_text/output_text parts are text parts
         if "text" in part and part.get("type", "text") in TEXT_PARTS:
             return {"type": "text", "text": part["text"]}
-        try:  # every media form, inline images written once (data/media_forms.py)
+        try:  # every media form, inline images written once (data/normalize/media_forms.py)
             read = upstream_part(part)
         except MediaFormError as exc:
             raise _bad_media(exc) from None

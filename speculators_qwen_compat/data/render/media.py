@@ -18,7 +18,7 @@ from urllib.request import url2pathname
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.run_options import current_options, update_options
-from speculators_qwen_compat.data import media_faults, vllm_tokenizer
+from speculators_qwen_compat.data.render import media_faults, vllm_tokenizer
 
 #: Content part types that carry media, as upstream's ``_adapt_part_for_vllm`` writes them.
 IMAGE = "image_url"
@@ -113,7 +113,7 @@ def expand(
         spans.append((len(out), len(out) + count))
         out.extend([token_id] * count)
     if len(spans) != len(counts):  # a placeholder gone (vLLM: "Failed to apply prompt
-        raise MediaNotRendered(media_faults.NOT_WHOLE)  # replacement"; data/media_faults.py)
+        raise MediaNotRendered(media_faults.NOT_WHOLE)  # replacement"; data/render/media_faults.py)
     if truncate_prompt_tokens is None or not 0 <= truncate_prompt_tokens < len(out):
         return out
     start = len(out) - truncate_prompt_tokens if truncation_side == "left" else 0
@@ -159,7 +159,7 @@ def image_size(path: Path) -> tuple[int, int]:
     """(height, width) of the image file as vLLM sees it, EXIF orientation applied;
     remembered per file (path, size, modification time) in this process, since every render of
     a conversation's prefixes asks again. A file vLLM would refuse raises ``MediaNotRendered``
-    with the reason data/media_faults.py gives both paths."""
+    with the reason data/render/media_faults.py gives both paths."""
     try:
         stat = path.stat()
     except OSError as exc:

@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from speculators_qwen_compat.data.media import MISSING_FILE, local_path
-from speculators_qwen_compat.data.normalize import BadConversation
+from speculators_qwen_compat.data.normalize.normalize import BadConversation
+from speculators_qwen_compat.data.render.media import MISSING_FILE, local_path
 
 #: The media a Qwen3.5/3.6 processor takes (audio has no processor there: left to upstream).
 KINDS = ("image", "video")
@@ -49,7 +49,7 @@ def source_of(part: Mapping[str, Any]) -> tuple[str, str] | None:
     if not isinstance(value, str) or not value:
         return None
     if value.startswith("file://"):
-        return "path", str(local_path(value))  # as vLLM reads it (data/media.py)
+        return "path", str(local_path(value))  # as vLLM reads it (data/render/media.py)
     if "://" in value:
         return "url", value
     return "path", value

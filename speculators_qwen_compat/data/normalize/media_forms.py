@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.data.inline_media import (
+from speculators_qwen_compat.data.normalize.inline_media import (
     InlineMediaError,
     from_base64,
     from_data_uri,
@@ -22,7 +22,7 @@ from speculators_qwen_compat.data.inline_media import (
     is_pil,
     store,
 )
-from speculators_qwen_compat.data.media_paths import MediaFileMissing, resolve
+from speculators_qwen_compat.data.normalize.media_paths import MediaFileMissing, resolve
 
 #: media kinds, their placeholder and the row columns naming their files (LLaMA-Factory, LLaVA)
 KINDS = ("image", "video")
@@ -129,7 +129,7 @@ def _source_part(kind: str, value: str) -> dict[str, str]:
 
 def _image_value(value: Any, form: str) -> str:
     """A ``datasets.Image()`` value (``{"bytes", "path"}``, or decoded) as a file path: its
-    path when that names a file, else its bytes written once (data/inline_media.py)."""
+    path when that names a file, else its bytes written once (data/normalize/inline_media.py)."""
     try:
         if is_pil(value):
             return from_pil(value)

@@ -16,7 +16,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.run_options import current_options
-from speculators_qwen_compat.data import media_faults
+from speculators_qwen_compat.data.render import media_faults
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -30,8 +30,8 @@ MAX_BACKOFF = 15.0
 TRANSIENT = frozenset({408, 429})
 
 #: vLLM 0.32's 500 answers that are about one request's images, not the server: an image file
-#: it cannot use (data/media_faults.py: missing, a folder, ...), an image placeholder the
-#: truncation dropped before expansion (data/media.py). Counted skips, as the same
+#: it cannot use (data/render/media_faults.py: missing, a folder, ...), an image placeholder the
+#: truncation dropped before expansion (data/render/media.py). Counted skips, as the same
 #: conversations are when rendering locally.
 MEDIA_REFUSALS = (
     "Failed to apply prompt replacement for mm_items",
@@ -92,7 +92,7 @@ def is_refusal(exc: BaseException) -> bool:
 def refusal_reason(exc: BaseException) -> str | None:
     """The skip reason of a server refusal about one of the request's image files (missing, a
     folder, undecodable, too large, an aspect ratio the processor refuses): the reason local
-    rendering counts for the same file (data/media_faults.py, one rule for both paths: vLLM's
+    rendering counts for the same file (data/render/media_faults.py, one rule for both paths: vLLM's
     words hold the file's path, partly masked by how deep it lies); None: the server's own
     message is the reason (core/errors.py ``reason_of``)."""
     found = status_of(exc)

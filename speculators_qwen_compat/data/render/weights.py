@@ -52,7 +52,7 @@ def record_rendered(turns: list[dict[str, Any]]) -> None:
 class WeightsUnplaceable(ValueError):
     """The weight-0 turns cannot be located in this row's mask; the message is the reason."""
 
-    data_problem = True  # counted as a skipped row, never as a bug (data/row_errors.py)
+    data_problem = True  # counted as a skipped row, never as a bug (data/account/row_errors.py)
 
 
 def assistant_ordinals(conversation: list[dict[str, Any]], context: list[int]) -> list[int]:

@@ -1,7 +1,7 @@
 """prepare_data's ``--output`` written beside itself, put in place only when the run succeeded.
 
 Why: upstream writes into ``--output`` as it goes, so a killed or refused run leaves what looks
-like a dataset. Upstream writes into a registered run folder beside it (data/run_folders.py),
+like a dataset. Upstream writes into a registered run folder beside it (data/read/run_folders.py),
 renamed after the report; ``--overwrite`` as upstream rules (docs/upstream.md, "Overwrite guard").
 """
 

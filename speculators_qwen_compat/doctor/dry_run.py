@@ -1,8 +1,8 @@
 """``doctor``'s pass over the first rows of a data file: what prepare_data would keep and skip.
 
-Reads, normalises and masks rows with the run's own code (data/files.py, the conversations fix's
-batch reader, mask_strategy.py) and counts skips in a ledger, so the reasons are the strings the
-run's ``compat_report.json`` would hold. Nothing is written.
+Reads, normalises and masks rows with the run's own code (data/read/files.py, the conversations
+fix's batch reader, mask_strategy.py) and counts skips in a ledger, so the reasons are the
+strings the run's ``compat_report.json`` would hold. Nothing is written.
 """
 
 from __future__ import annotations

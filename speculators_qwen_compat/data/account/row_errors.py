@@ -1,6 +1,6 @@
 """Which exception from one conversation is the data's fault: counted as a skipped row, never
-as a bug (data/ledger.py). Everything else a row raises is upstream's or ours: an error of the
-run, not a skip; and a render server's fault is fatal (data/render_faults.py)."""
+as a bug (data/account/ledger.py). Everything else a row raises is upstream's or ours: an error
+of the run, not a skip; and a render server's fault is fatal (data/render/render_faults.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Images in a render request: the ids vLLM 0.32's render endpoint puts in place of each one.
 
-Target: data/render.py ``render_ids`` (``--render-endpoint local``, 0.8+). Pads per image from the
+Target: data/render/render.py ``render_ids`` (local rendering, 0.8+). Pads per image from the
 checkpoint's image processor and the header size (no decode), each image whole in the window;
 what local rendering cannot match the server on is a counted skip (docs/images.md).
 """

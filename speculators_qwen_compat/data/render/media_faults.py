@@ -1,7 +1,8 @@
 """One rule for an image a conversation names but vLLM cannot use: the skip reason, the same
-whether local rendering (data/media.py) or a vLLM 0.32 render server (data/render_faults.py)
-met it. Why: both wordings hold the (masked) path or an address, so each fault is one fixed
-reason (docs/images.md, "Faults"; docs/upstream.md, "Images in the forms people hold them").
+whether local rendering (data/render/media.py) or a vLLM 0.32 render server
+(data/render/render_faults.py) met it. Why: both wordings hold the (masked) path or an address,
+so each fault is one fixed reason (docs/images.md, "Faults"; docs/upstream.md, "Images in the
+forms people hold them").
 """
 
 from __future__ import annotations

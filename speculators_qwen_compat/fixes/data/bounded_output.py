@@ -1,7 +1,7 @@
 """Fix: the tokenized rows of local JSON data go to Arrow files on disk, not into memory.
 
 Why: every release maps with ``keep_in_memory=True``, so memory grows with the data
-(docs/maintainers.md, "Speed"). For our reader's dataset (data/files.py) that map writes to the
+(docs/maintainers.md, "Speed"). For our reader's dataset (data/read/files.py) that map writes to the
 run's own folder instead: the same rows, memory-mapped, no earlier run's cache reused.
 """
 

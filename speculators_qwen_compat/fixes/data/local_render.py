@@ -1,8 +1,8 @@
 """Fix: ``--render-endpoint local`` renders in-process instead of needing a vLLM server.
 
 Why: 0.8+ take loss masks only from vLLM's render endpoint (docs/upstream.md, "Local rendering").
-Targets: ``render_conversation`` (``local``: data/render.py; a URL: data/render_faults.py's
-retries), ``build_speculator_training_dataset`` and ``render_client._post`` (pixel kwargs).
+Targets: ``render_conversation`` (local: data/render/render.py; a URL: render_faults.py's
+retries), ``build_speculator_training_dataset``, ``render_client._post`` (pixel kwargs).
 """
 
 from __future__ import annotations

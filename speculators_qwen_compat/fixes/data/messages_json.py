@@ -1,8 +1,8 @@
 """Fix: rows that keep ``messages`` get one Arrow type for it in every map worker.
 
-Target: ``_preprocess_batch`` where multimodal rows keep ``messages`` (0.6+): each batch goes back
-as an Arrow table with ``messages`` as ``List(Json())`` (data/arrow_batch.py), so the shards join
-(docs/upstream.md, "The messages column"). Retire when upstream's map passes ``features=``.
+Target: ``_preprocess_batch`` where multimodal rows keep ``messages`` (0.6+): each batch
+goes back as an Arrow table with ``messages`` as ``List(Json())`` (data/render/arrow_batch.py),
+so the shards join (docs/upstream.md, "The messages column"). Retire: upstream passes features.
 """
 
 from __future__ import annotations

@@ -135,23 +135,40 @@ def test_a_folder_with_a_space_and_a_torn_weights_file(verifier: Path, tmp_path:
     assert _serve_config(result.stdout)["model"] == str(folder)
 
     weights = next(folder.glob("*.safetensors"))
-    weights.write_bytes(weights.read_bytes()[:20])
+    whole = weights.read_bytes()
+    for cut in (20, len(whole) - 1):  # inside the header; one byte of the last tensor
+        weights.write_bytes(whole[:cut])
+        result = _doctor(verifier, folder)
+        assert result.returncode == 1, cut
+        error = result.stderr.strip().splitlines()
+        assert len(error) == 1, result.stderr
+        assert error[0].startswith("speculators_qwen_compat: error: --drafter ")
+        assert f"{weights.name} is not a readable safetensors file" in error[0]
+    weights.unlink()
     result = _doctor(verifier, folder)
     assert result.returncode == 1
-    error = result.stderr.strip().splitlines()
-    assert len(error) == 1, result.stderr
-    assert error[0].startswith("speculators_qwen_compat: error: --drafter ")
-    assert f"{weights.name} is not a readable safetensors file" in error[0]
+    assert "no *.safetensors tensors in" in result.stderr
 
 
 def test_a_config_value_of_the_wrong_type_is_one_line(verifier: Path, tmp_path: Path) -> None:
     saved = _save(verifier, tmp_path / "good", "dflash")
     folder = Path(shutil.copytree(saved, tmp_path / "edited"))
-    config = json.loads((folder / "config.json").read_text())
-    config["aux_hidden_state_layer_ids"] = ["one", "two"]
-    (folder / "config.json").write_text(json.dumps(config))
+    saved_config = json.loads((folder / "config.json").read_text())
+    edits = {  # what vLLM reads as integers, given otherwise
+        "aux_hidden_state_layer_ids": ["one", "two"],
+        "block_size": "8",
+        "mask_token_id": 5.5,
+    }
+    for key, value in edits.items():
+        (folder / "config.json").write_text(json.dumps({**saved_config, key: value}))
+        result = _doctor(verifier, folder)
+        assert result.returncode == 1, key
+        error = result.stderr.strip().splitlines()
+        assert len(error) == 1, result.stderr
+        assert "config.json holds a value of an unexpected type or shape" in error[0]
+        assert key in error[0], error[0]
+    (folder / "config.json").write_text(json.dumps([saved_config]))
     result = _doctor(verifier, folder)
-    assert result.returncode == 1
     error = result.stderr.strip().splitlines()
-    assert len(error) == 1, result.stderr
-    assert "config.json holds a value of an unexpected type or shape" in error[0]
+    assert result.returncode == 1 and len(error) == 1, result.stderr
+    assert "config.json holds a JSON list, not an object" in error[0]

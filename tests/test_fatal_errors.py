@@ -21,6 +21,7 @@ from conftest import (
     read_report,
     rejected_rows,
     run_batch,
+    run_prepare,
     run_program,
     write_dataset,
 )
@@ -272,3 +273,17 @@ def test_a_temporary_folder_too_long_for_the_workers_socket(
     assert message.startswith(f"the temporary folder {too_long} is too long"), message
     assert "TMPDIR=/tmp" in message and "Traceback" not in ran.stderr
     assert not output.exists()
+
+
+@pytest.mark.skipif(not RENDERS, reason="0.8+'s typer command (<= 0.7: argparse's own usage)")
+def test_a_command_line_mistake_is_the_users_not_a_bug(qwen36_dir: Path, tmp_path: Path) -> None:
+    """Two files after one --data (click's "extra argument"): one line saying how the flag is
+    given, not a request to send a traceback."""
+    data = write_dataset(tmp_path / "a.jsonl", good_rows(2))
+    args = prepare_args(qwen36_dir, tmp_path / "out", data, workers=1)
+    result = run_prepare(*args, str(data))
+    assert result.returncode != 0
+    line = last_line(result.stderr)
+    assert line.startswith("speculators_qwen_compat: error: Got unexpected extra argument")
+    assert "--data A --data B" in line and "--debug" not in line, line
+    assert not (tmp_path / "out").exists()

@@ -28,6 +28,7 @@ from conftest import (
     last_line,
     prepare_args,
     read_report,
+    run_prepare,
     run_program,
     write_dataset,
 )
@@ -176,3 +177,72 @@ def test_a_refused_run_writes_nothing(qwen36_dir: Path, tmp_path: Path) -> None:
         assert not (tmp_path / freq).exists()
         assert _scratch(tmp_path, output)["staged output"] == []
     assert last_line(ran.stderr) == errors[1]
+
+
+#: an --overwrite run killed as it puts its dataset in place: before the swap, after it
+COMMIT_POINTS = ("commit-before-swap", "commit-after-swap")
+
+
+@pytest.fixture(scope="module")
+def killed_commits(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Per point: a dataset of 12 conversations in --output, an --overwrite run over it with
+    30 killed at that point, then a run writing another --output (it sweeps the dead runs'
+    folders); what --output held after the kill and after the sweep."""
+    from datasets import load_from_disk
+
+    tmp = tmp_path_factory.mktemp("commits")
+    old = write_dataset(tmp / "old.jsonl", good_rows(12, seed=5))
+    new = write_dataset(tmp / "new.jsonl", good_rows(30, seed=6))
+    found: dict[str, Any] = {}
+    for point in COMMIT_POINTS:
+        output = tmp / point
+        first = _drive([{"args": prepare_args(qwen36_dir, output, old, workers=1)}], tmp)
+        assert first.returncode == 0, first.stderr[-3000:]
+        again = prepare_args(qwen36_dir, output, new, workers=1, extra=("--overwrite",))
+        run = _drive([{"args": again, "kill_at": point}], tmp)
+        held = read_report(output)["conversations_in"], len(load_from_disk(str(output)))
+        later = _drive([{"args": prepare_args(qwen36_dir, tmp / "x" / point, old, workers=1)}], tmp)
+        assert later.returncode == 0, later.stderr[-3000:]
+        swept = read_report(output)["conversations_in"], len(load_from_disk(str(output)))
+        found[point] = run.returncode, held, swept, _scratch(tmp, output)["staged output"]
+    return found
+
+
+@pytest.mark.pure  # cli/staged_output.py: the same commit on every release's path
+@pytest.mark.parametrize("point", COMMIT_POINTS)
+def test_a_run_killed_while_replacing_its_output_leaves_one_whole_dataset(
+    killed_commits: dict[str, Any], point: str
+) -> None:
+    """The old dataset until the swap, the new one from it: --output is never missing or a
+    mix, and the next run's sweep takes nothing from it."""
+    code, held, swept, staged = killed_commits[point]
+    assert code == -signal.SIGKILL
+    conversations = 12 if point == "commit-before-swap" else 30
+    assert held[0] == conversations and held[1] > 0
+    assert swept == held
+    assert staged == []
+
+
+@pytest.mark.pure  # cli/staged_output.py, before any release code runs
+def test_a_second_run_on_the_same_output_is_refused_while_the_first_writes(
+    qwen36_dir: Path, tmp_path: Path
+) -> None:
+    """A live run's staging folder beside --output (held here as a run holds it): another run
+    on that --output refuses in one line and writes nothing; once it ends, the run goes."""
+    from speculators_qwen_compat.cli.staged_output import staging_prefix
+    from speculators_qwen_compat.data.read import run_folders
+
+    data = write_dataset(tmp_path / "d.jsonl", good_rows(6))
+    output = tmp_path / "out"
+    held = run_folders.make(tmp_path, staging_prefix(output))
+    try:
+        refused = run_prepare(*prepare_args(qwen36_dir, output, data, workers=1))
+    finally:
+        run_folders.release(held)
+    assert refused.returncode != 0
+    line = last_line(refused.stderr)
+    assert line.startswith("speculators_qwen_compat: error: another prepare_data run is writing")
+    assert not output.exists()
+    ran = run_prepare(*prepare_args(qwen36_dir, output, data, workers=1))
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert read_report(output)["conversations_kept"] == 6

@@ -234,14 +234,28 @@ def _run_typer_command(
             rest.append(str(staged.inside(Path(freq))))
     try:
         code = _prepare_data_command(app).main(args=rest, prog_name=PROG, standalone_mode=False)
-    except BaseException:
+    except BaseException as exc:
         if staged is not None:
             staged.abandon()
+        if _usage_error(exc):  # the user's command line, not a bug: no traceback to send
+            words = exc.format_message()  # type: ignore[attr-defined]
+            raise CompatError(
+                f"{words}: check the command against `{PROG} --help` (a flag that takes "
+                "several values is given once per value, e.g. --data A --data B)"
+            ) from None
         raise
     if report.outcome is None and staged is not None:  # upstream stopped before the run
         staged.abandon()
         staged = None
     return int(code or 0), staged
+
+
+def _usage_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is click's UsageError (typer's own copy of click on newer typer)."""
+    return any(
+        cls.__name__ == "UsageError" and cls.__module__.endswith("click.exceptions")
+        for cls in type(exc).__mro__
+    )
 
 
 def _without_option(args: list[str], flag: str) -> list[str]:

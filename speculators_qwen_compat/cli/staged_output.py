@@ -8,6 +8,8 @@ renamed after the report; ``--overwrite`` as upstream rules (docs/upstream.md, "
 from __future__ import annotations
 
 import atexit
+import ctypes
+import errno
 import logging
 import os
 import shutil
@@ -29,10 +31,18 @@ class StagedOutput:
         self.given = final  # as the user wrote it, for messages
         self.final = Path(os.path.abspath(final))
         #: files in ``final`` this run replaces (an --overwrite run's old artifacts)
-        self.replaced = list(replaced or [])
+        self.replaced = [Path(os.path.abspath(p)) for p in replaced or []]
         self.folder = run_folders.make(
             self.final.parent, staging_prefix(self.final), registered=True
         )
+        # made first, then looked for: of two runs starting at once, neither misses the other
+        others = run_folders.live(self.final.parent, staging_prefix(self.final))
+        if others:
+            run_folders.release(self.folder)
+            raise CompatError(
+                f"another prepare_data run is writing --output {final} (its folder "
+                f"{others[0].name} is in use); wait for it to end or give another --output"
+            )
         # mkdtemp makes it private (0700); --output gets the mode a plain mkdir would give it
         umask = os.umask(0)
         os.umask(umask)
@@ -52,18 +62,35 @@ class StagedOutput:
         """Put the staged files in place as ``final``; returns the path as the user gave it."""
         if not run_folders.owned(self.folder):
             raise RuntimeError(f"{self.folder} was already committed or abandoned")
-        for path in self.replaced:
-            path.unlink(missing_ok=True)
+        if not self.replaced and any(self.final.glob("*.arrow")):
+            raise CompatError(
+                f"a dataset appeared in --output {self.given} while this run wrote its own; "
+                "it is kept: rerun with --overwrite to replace it, or give another --output"
+            )
         if self.final.is_dir() and not any(self.final.iterdir()):
             self.final.rmdir()
         if not self.final.exists():
             os.rename(self.folder, self.final)
-        else:
+        elif (
+            self.replaced
+            and set(self.final.iterdir()) == set(self.replaced)
+            and exchange(self.folder, self.final)
+        ):
+            # one step: --output holds the old dataset or the new one, never neither; the old
+            # files, now in the staging folder, go with it
+            run_folders.release(self.folder)
+            return self.given
+        else:  # other files in --output, or a file system that cannot swap: new files first
+            moved = set()
             for entry in sorted(self.folder.iterdir()):
                 target = self.final / entry.name
                 if target.is_dir() and not target.is_symlink():
                     shutil.rmtree(target)
                 os.replace(entry, target)
+                moved.add(target)
+            for path in self.replaced:
+                if path not in moved:
+                    path.unlink(missing_ok=True)
             self.folder.rmdir()
         run_folders.release(self.folder, remove=False)
         return self.given
@@ -72,6 +99,24 @@ class StagedOutput:
         """Remove the staged files (the run failed); nothing happens after ``commit``."""
         if os.getpid() == self.pid and run_folders.owned(self.folder):  # not in forked workers
             run_folders.release(self.folder)
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False where
+    the system or the file system has no such call."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]  # fmt: skip
+    at_cwd, rename_exchange = -100, 2
+    if renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
 
 
 def stage(output: Path, overwrite: bool, token_freq_path: Path | None) -> StagedOutput | None:

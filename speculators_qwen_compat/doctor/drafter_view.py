@@ -45,11 +45,14 @@ class DrafterCheck:
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        value = json.loads(path.read_text())
     except FileNotFoundError:
         raise CompatError(f"{what}: no {path}") from None
     except (OSError, ValueError) as exc:
         raise CompatError(f"{what}: cannot read {path} ({reason_of(exc)})") from None
+    if not isinstance(value, dict):
+        raise CompatError(f"{what}: {path} holds a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def verifier_text_config(model: str) -> dict[str, Any]:
@@ -81,7 +84,13 @@ def weight_names(folder: Path) -> set[str]:
                 header = json.loads(handle.read(size))
             if not isinstance(header, dict):
                 raise ValueError("the header is not a JSON object")
-        except (OSError, ValueError) as exc:
+            data = path.stat().st_size - 8 - size
+            ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+            if max(ends, default=0) > data:
+                raise ValueError(
+                    f"its tensors need {max(ends)} bytes of data, the file holds {data}"
+                )
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
             raise CompatError(
                 f"--drafter {folder}: {path.name} is not a readable safetensors file "
                 f"({reason_of(exc)}); save the drafter again or copy it whole"
@@ -102,7 +111,14 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
         )
         return check
     check.say("type", f"{kind} (vLLM method {VLLM_METHOD[kind]['method']})")
+    if not isinstance(config.get("speculators_config"), dict):
+        raise CompatError(
+            f"--drafter {drafter}: config.json has no speculators_config object (vLLM reads "
+            "the drafter's method and verifier there); is this a folder speculators saved?"
+        )
     names = weight_names(folder)
+    if not names:
+        check.problem("weights", f"no *.safetensors tensors in {folder}: vLLM loads none")
     try:
         _layers(check, config, verifier)
         _hidden_and_vocab(check, config, verifier, names)
@@ -125,10 +141,18 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
     return check
 
 
+def whole(value: Any, name: str) -> int:
+    """``value`` when it is a whole number (a config's count or id), else a TypeError naming
+    the field: vLLM reads these as integers, "8" or 2.5 is not one."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} is {value!r}, not a whole number")
+    return value
+
+
 def _layer_ids(config: dict[str, Any]) -> list[int]:
     for key in ("aux_hidden_state_layer_ids", "eagle_aux_hidden_state_layer_ids"):
         if config.get(key):
-            return [int(i) for i in config[key]]
+            return [whole(i, key) for i in config[key]]
     return []
 
 
@@ -158,7 +182,9 @@ def _hidden_and_vocab(check: DrafterCheck, config: dict[str, Any], verifier: dic
     if hidden != verifier.get("hidden_size"):
         check.problem("hidden size", f"{hidden}, the verifier's is {verifier.get('hidden_size')}")
     vocab = int(verifier.get("vocab_size") or 0)
-    draft = int(config.get("draft_vocab_size") or layer.get("vocab_size") or 0)
+    draft = whole(
+        config.get("draft_vocab_size") or layer.get("vocab_size") or 0, "draft_vocab_size"
+    )
     have = [k for k in MAPPING_KEYS if k in weights]
     if draft > vocab:
         check.problem("vocabulary", f"draft {draft} tokens, more than the verifier's {vocab}")
@@ -175,8 +201,8 @@ def _hidden_and_vocab(check: DrafterCheck, config: dict[str, Any], verifier: dic
 def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any],
            kind: str) -> int:  # fmt: skip
     """The number of speculative tokens to serve with (and the mask token's check)."""
-    methods = (config.get("speculators_config") or {}).get("proposal_methods") or [{}]
-    saved = int(methods[0].get("speculative_tokens") or 3)
+    methods = config["speculators_config"].get("proposal_methods") or [{}]
+    saved = whole(methods[0].get("speculative_tokens") or 3, "speculative_tokens")
     if kind not in PARALLEL:
         check.say("speculative tokens", f"{saved} (saved; any number works for {kind})")
         return saved
@@ -186,7 +212,7 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
         check.problem(
             "mask token", "none saved (vLLM requires mask_token_id for parallel drafting)"
         )
-    elif not 0 <= int(mask) < vocab:
+    elif not 0 <= whole(mask, "mask_token_id") < vocab:
         check.problem("mask token", f"{mask}, outside the verifier's vocabulary of {vocab}")
     else:
         check.say("mask token", f"{mask} (within the verifier's vocabulary of {vocab})")
@@ -194,7 +220,7 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
     if not block:
         return saved
     anchor = bool(config.get("sample_from_anchor", False))
-    tokens = int(block) if anchor else int(block) - 1
+    tokens = whole(block, "block_size") - (0 if anchor else 1)
     check.say(
         "block size",
         f"{block}: num_speculative_tokens {tokens} (the block "
@@ -202,7 +228,7 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
         + " its anchor, as trained; more drafts than that the drafter never learned)",
     )
     recorded = methods[0].get("speculative_tokens")
-    if recorded is not None and int(recorded) != tokens:
+    if recorded is not None and recorded != tokens:
         check.problem(
             "speculative tokens",
             f"{recorded} saved in speculators_config, but the block drafts {tokens}: vLLM uses "

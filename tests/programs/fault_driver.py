@@ -9,7 +9,9 @@
   ``before-map`` when ``datasets.Dataset.map`` is first called on the rows, ``during-map`` when
   a map worker has counted its first batch (the ledger's first flush, 1,000 rows in, upstream's
   map batch size), ``after-map`` when ``save_to_disk`` has written the whole dataset, before
-  the entry point puts it in place. The process must lead its own process group.
+  the entry point puts it in place; ``commit-before-swap``/``commit-after-swap`` when an
+  --overwrite run puts its dataset in place of the old one, just before and just after the
+  swap. The process must lead its own process group.
 - ``bug`` makes ``apply_chat_template`` raise ``RuntimeError`` on conversations holding the
   marker: an error that is not a data problem (a bug), for the error limit.
 """
@@ -62,6 +64,19 @@ def place_kill(point: str) -> None:
             kill_everything()
 
         Dataset.save_to_disk = save_then_die
+    elif point in ("commit-before-swap", "commit-after-swap"):
+        from speculators_qwen_compat.cli import staged_output
+
+        original_exchange = staged_output.exchange
+
+        def exchange_and_die(first: Any, second: Any) -> bool:
+            if point == "commit-before-swap":
+                kill_everything()
+            swapped = original_exchange(first, second)
+            kill_everything()
+            return swapped
+
+        staged_output.exchange = exchange_and_die
     else:
         raise SystemExit(f"fault_driver: unknown kill point {point!r}")
 

@@ -161,6 +161,26 @@ def sweep(parent: Path, prefix: str) -> list[Path]:
     return removed
 
 
+def live(parent: Path, prefix: str) -> list[Path]:
+    """The folders ``parent/prefix*`` another process holds (its run is alive)."""
+    found = []
+    for lock in sorted(parent.glob(f"{glob_escape(prefix)}*{LOCK_SUFFIX}")):
+        folder = lock.with_name(lock.name[: -len(LOCK_SUFFIX)])
+        if folder in _held:
+            continue
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            found.append(folder)
+        finally:
+            os.close(fd)  # closing drops a lock taken here: a dead run's folder, left to sweep
+    return found
+
+
 def _remove_if_unheld(lock: Path, folder: Path | None) -> bool:
     """Remove ``folder`` (if any), then ``lock``, when nobody holds ``lock``; whether it did."""
     try:

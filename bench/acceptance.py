@@ -62,7 +62,7 @@ import acceptance_states  # noqa: E402
 import cpu_trainer  # noqa: E402
 import doc_block  # noqa: E402
 import vllm_server  # noqa: E402
-from acceptance_run import RELEASE_PYTHON, fail, release_env, run  # noqa: E402
+from acceptance_run import ONE_SERVER, RELEASE_PYTHON, fail, release_env, run  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 #: The page that shows the acceptance tables (block ``acceptance``, tools/doc_block.py).
@@ -197,7 +197,7 @@ def serve(data: Path, drafter: Path | None, steps: int, work: Path, method: str 
     started = time.monotonic()
     # vLLM's engine socket is <scratch>/<uuid4>: a Unix socket path holds 107 bytes, so the
     # scratch folder is a short one of the system's, not one under a checkout of any depth
-    with tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
+    with ONE_SERVER, tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
         env = vllm_server.vllm_env(Path(scratch), torchvision=True)
         out = run(command, work / "logs" / f"vllm-{label}.log", env)
     line = next((x for x in out.splitlines() if x.startswith("ACCEPTANCE ")), None)

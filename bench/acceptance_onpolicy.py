@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import vllm_server  # noqa: E402
-from acceptance_run import RELEASE_PYTHON, fail, release_env, run  # noqa: E402
+from acceptance_run import ONE_SERVER, RELEASE_PYTHON, fail, release_env, run  # noqa: E402
 
 RELEASE = "0.9.0"  # bench/acceptance.py DATA_RELEASE: its transformers built the verifier
 #: our entry point: upstream's command with the fixes on (README "On-policy replies")
@@ -68,7 +68,7 @@ def regenerate(verifier: Path, conversations: Path, out: Path, arm: Path, size: 
     for stale in (out, errors, out.with_name(f"{out.stem}.partial{out.suffix}"),
                   out.with_name(f"{out.name}.report.json")):  # fmt: skip
         stale.unlink(missing_ok=True)  # a fresh run each time (ours refuses an existing one)
-    with vllm_server.serve_generation(verifier, max_model_len=512) as server:
+    with ONE_SERVER, vllm_server.serve_generation(verifier, max_model_len=512) as server:
         command = [
             str(RELEASE_PYTHON), RELEASE, *REGENERATE,
             "--endpoint", server.endpoint + "/chat/completions", "--model", str(verifier),

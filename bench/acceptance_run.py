@@ -10,7 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+#: One vLLM server at a time, for every step of the bench that starts one (states, the on-policy
+#: arm's generation, the acceptance counts): each reserves its KV cache and loads the verifier,
+#: and cases run side by side (--jobs) would otherwise start several at once, run out of memory
+#: and be counted as refusals ("Available memory ... is less than requested memory for kv").
+ONE_SERVER = threading.Lock()
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE_PYTHON = ROOT / "tools" / "release_python.sh"

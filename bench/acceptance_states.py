@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import vllm_server
-from acceptance_run import RELEASE_PYTHON, fail, release_env, run
+from acceptance_run import ONE_SERVER, RELEASE_PYTHON, fail, release_env, run
 
 RELEASE = "0.9.0"  # bench/acceptance.py DATA_RELEASE
 FOLDER = "train-vllm"
@@ -36,9 +36,12 @@ def vllm_states(data: Path, work: Path, layer_ids: list[int]) -> Path:
     rows = json.loads((data / "data.json").read_text())["train"]
     verifier = (data / "verifier").resolve()
     log = work / "logs" / f"states-{data.name}.log"
-    with vllm_server.serve_hidden_states(
-        verifier, layer_ids, data / "vllm-out", hybrid=True
-    ) as server:
+    with (
+        ONE_SERVER,
+        vllm_server.serve_hidden_states(
+            verifier, layer_ids, data / "vllm-out", hybrid=True
+        ) as server,
+    ):
         command = [
             str(RELEASE_PYTHON), RELEASE, "-m", "speculators", "generate-offline-data",
             "--endpoint", server.endpoint, "--model", str(verifier),

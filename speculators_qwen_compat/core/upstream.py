@@ -44,6 +44,37 @@ def bind(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     return bound
 
 
+@functools.lru_cache(maxsize=256)
+def _plain_parameters(
+    func: Callable[..., Any],
+) -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str], dict[str, Any]] | None:
+    """(the names a call may give by position, every name in order, the same as a set, the
+    defaults) of a signature without ``*args``, ``**kwargs`` or positional-only parameters;
+    None for any other: ``arguments`` then binds through ``inspect``."""
+    parameters = _signature(func).parameters.values()
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    if any(p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, keyword) for p in parameters):
+        return None
+    names = tuple(p.name for p in parameters)
+    positional = tuple(p.name for p in parameters if p.kind is not keyword)
+    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+    return positional, names, frozenset(names), defaults
+
+
+def arguments(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict:
+    """``bind(func, args, kwargs).arguments`` (defaults filled in) as a dict, without
+    ``inspect``'s binding on the way of a per-row or per-request call when every parameter is
+    given once or defaulted; any other call binds through ``bind`` (its TypeError included)."""
+    plain = _plain_parameters(func)
+    if plain is not None:
+        positional, names, known, defaults = plain
+        if len(args) <= len(positional) and not kwargs.keys() & positional[: len(args)]:
+            given = {**dict(zip(positional, args, strict=False)), **kwargs}
+            if given.keys() <= known and known <= given.keys() | defaults.keys():
+                return {name: given[name] if name in given else defaults[name] for name in names}
+    return dict(bind(func, args, kwargs).arguments)
+
+
 def call(func: Callable[..., Any], bound: Any) -> Any:
     return func(*bound.args, **bound.kwargs)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
-from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
+from speculators_qwen_compat.core.upstream import CLI_REGENERATE, arguments
 from speculators_qwen_compat.regenerate import loop
 from speculators_qwen_compat.regenerate.plan import Plan
 
@@ -50,29 +50,29 @@ class RegenRepliesFix(Fix):
         owner, _ = found.owner_and_name(SAMPLE)
 
         def regenerate(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            arguments = bind(wrapped, args, kwargs).arguments
-            item = arguments["item"]
+            given = arguments(wrapped, args, kwargs)  # once per conversation: no inspect
+            item = given["item"]
             if not isinstance(item.get("turns"), Plan):
                 return wrapped(*args, **kwargs)
             overrides = {
-                key: arguments[key]
+                key: given[key]
                 for key in ("reasoning_effort", "temperature")
-                if arguments[key] is not None
+                if given[key] is not None
             }
             sample_args = {
-                "detokenize": arguments["detokenize"],
+                "detokenize": given["detokenize"],
                 "conv_id": item["primary_id"],
                 "idx": item["idx"],
-                "endpoint": arguments["endpoint"],
+                "endpoint": given["endpoint"],
             }
-            endpoint = arguments["endpoint"]
+            endpoint = given["endpoint"]
             return loop.regenerate(
-                arguments["post_fn"],
+                given["post_fn"],
                 item,
-                model=arguments["model"],
-                max_tokens=arguments["max_tokens"],
-                sampling_params=arguments["sampling_params"],
-                samples=arguments["samples"],
+                model=given["model"],
+                max_tokens=given["max_tokens"],
+                sampling_params=given["sampling_params"],
+                samples=given["samples"],
                 # looked up per call: another fix may wrap it too
                 sample_from_response=owner._sample_from_response,
                 tool_result_message=owner._tool_result_message,

@@ -1,8 +1,8 @@
 """Fix: every conversation regenerate-responses reads is planned or skipped with a reason.
 
-Targets: ``prepare_row`` (the normaliser, regenerate/plan.py), ``build_detokenizer`` and
-``load_input_dataset`` (line by line, regenerate/lines.py), where upstream drops rows and turns
-uncounted (docs/upstream.md, "Regenerate responses"). All before any request.
+Targets: ``prepare_row`` (regenerate/plan.py), ``build_detokenizer`` (``review_decoder``: the
+same text, less CPU), ``load_input_dataset`` (regenerate/lines.py): upstream drops rows uncounted
+(docs/upstream.md, "Regenerate responses"). All before any request.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
-from speculators_qwen_compat.core.upstream import CLI_REGENERATE, bind
+from speculators_qwen_compat.core.upstream import CLI_REGENERATE, arguments, bind
 from speculators_qwen_compat.data.normalize.normalize import BadConversation
 from speculators_qwen_compat.regenerate import resume_keys
 from speculators_qwen_compat.regenerate import state as regen_state
@@ -45,9 +45,9 @@ class RegenTurnsFix(Fix):
         module = found.module
 
         def prepare_row(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            arguments = bind(wrapped, args, kwargs).arguments
+            given = arguments(wrapped, args, kwargs)  # once per row: no inspect
             names = module._tool_result_names  # looked up per call: another fix may wrap it
-            return _prepare_row(arguments["row"], arguments["config"], primary_id, names)
+            return _prepare_row(given["row"], given["config"], primary_id, names)
 
         patcher.wrap(*found.owner_and_name(PREPARE_ROW), prepare_row)
         patcher.wrap(*found.owner_and_name(DETOKENIZER), _build_detokenizer)
@@ -85,13 +85,52 @@ def _skip_line(reason: str) -> None:
 
 def _build_detokenizer(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Upstream loads ``--model`` as a tokenizer for the review-only text; the same tokenizer
-    object (held by its decoder) is the one the rows are checked against: one load."""
+    object (held by its decoder) is the one the rows are checked against: one load. The
+    decoder handed back writes the same text for less CPU (``review_decoder``)."""
     detokenize = wrapped(*args, **kwargs)
     state = regen_state.current()
     if state is not None:
         state.model = bind(wrapped, args, kwargs).arguments["model"]
         state.tokenizer = tokenizer_of(detokenize) or _load(state.model)
-    return detokenize
+    return review_decoder(detokenize)
+
+
+def review_decoder(detokenize: Any) -> Any:
+    """Upstream's decoder of a row's review ``text`` (``tokenizer.decode(ids,
+    skip_special_tokens=False)``), the same text for less CPU: for a list of plain ints,
+    transformers' ``decode`` (5.16/5.19, tokenization_utils_base.py) checks every id in Python
+    (``to_py_obj``: about 0.05 ms of a row of 700 tokens) and hands the list to the tokenizer's
+    ``_decode``; here the check is one pass in C (the ids' types) and the list goes to
+    ``_decode`` itself. The first row is decoded both ways: any difference (a transformers whose
+    ``decode`` does more) and upstream's decoder writes every row. Anything else (another shape,
+    a tokenizer class with its own ``decode``, one without ``_decode``) goes to upstream's."""
+    tokenizer = tokenizer_of(detokenize)
+    if tokenizer is None or not callable(getattr(tokenizer, "_decode", None)):
+        return detokenize
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+    except ImportError:
+        return detokenize
+    if getattr(type(tokenizer), "decode", None) is not PreTrainedTokenizerBase.decode:
+        return detokenize
+    decode = tokenizer._decode
+    trusted: list[bool] = []  # [] until the first row compared both ways
+
+    def detokenize_ids(token_ids: Any) -> str:
+        if type(token_ids) is not list or not set(map(type, token_ids)) <= _PLAIN_INT:
+            return detokenize(token_ids)
+        if not trusted:
+            text = detokenize(token_ids)
+            trusted.append(decode(token_ids=token_ids, skip_special_tokens=False) == text)
+            return text
+        if trusted[0]:
+            return decode(token_ids=token_ids, skip_special_tokens=False)
+        return detokenize(token_ids)
+
+    return detokenize_ids
+
+
+_PLAIN_INT = {int}
 
 
 def tokenizer_of(detokenize: Any) -> Any:

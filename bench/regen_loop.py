@@ -10,14 +10,15 @@ CPU is not the client's; each prompt rendered by the model's own template, fixed
 - peak memory (summed PSS of the client's process tree, every 0.2 s) on conversations with one
   1 MB message.
 
-``tools/release_python.sh 0.9.0 bench/regen_loop.py [--doc] [MODEL_DIR]`` runs it alone (the demo's
-tokenizer when no model folder is given); ``bench/run_bench.py`` runs it on the bench's Qwen3.6
-folder with the real vocabulary. ``--doc`` writes docs/regenerate-responses.md's
-``regen-bench`` block.
+``tools/release_python.sh 0.9.0 bench/regen_loop.py [--doc] [--rounds N] [MODEL_DIR]`` runs it
+alone (the demo's tokenizer when no model folder is given); ``bench/run_bench.py`` runs it on the
+bench's Qwen3.6 folder with the real vocabulary. ``--doc`` writes docs/regenerate-responses.md's
+``regen-bench`` block. ``ROUNDS`` is even: each command runs first in half of the rounds.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -45,6 +46,9 @@ DOC = ROOT / "docs" / "regenerate-responses.md"
 TICKS = os.sysconf("SC_CLK_TCK")
 ENTRY = ("-m", "speculators_qwen_compat.regenerate_responses")
 UPSTREAM = ("-m", "speculators", "regenerate-responses")
+#: rounds of the two commands (the order reversed every other round); the CPU ratio of one
+#: round moves by 0.1-0.3 on a shared machine, so the median needs more than three
+ROUNDS = 6
 WORDS = [
     "the",
     "model",
@@ -197,7 +201,7 @@ def run_loop(argv: list[str], env: dict[str, str], url: str, out: Path, log: Pat
     return Loop(per_request, asked, wall, peak)
 
 
-def measure(python: list[str], model: Path, work: Path, *, count: int = 2000, rounds: int = 3,
+def measure(python: list[str], model: Path, work: Path, *, count: int = 2000, rounds: int = ROUNDS,
             long_count: int = 3, long_size: int = 1 << 20) -> dict[str, list[float]]:  # fmt: skip
     """Per round: CPU ms per request of each command's loop, its wall time and requests, and
     the peak MB on long messages."""
@@ -252,9 +256,9 @@ def table(figures: dict[str, list[float]], count: int, long_count: int) -> str:
     return "\n".join(lines)
 
 
-def block(figures: dict[str, list[float]], count: int, long_count: int, rounds: int,
-          about: str) -> str:  # fmt: skip
+def block(figures: dict[str, list[float]], count: int, long_count: int, about: str) -> str:
     requests = int(statistics.median(figures["ours requests"]))
+    rounds = len(figures["ours requests"])
     return (
         f"Written by `make bench` (bench/regen_loop.py), {about}: our entry point and upstream's "
         f"command (fixes off), speculators 0.9.0, `--concurrency 16`, against the stand-in "
@@ -272,17 +276,20 @@ def main(argv: list[str]) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from speculators_qwen_compat import demo
 
-    doc = "--doc" in argv
-    given = [a for a in argv if not a.startswith("--")]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", nargs="?", help="model folder (default: the demo tokenizer)")
+    parser.add_argument("--doc", action="store_true", help="write the regen-bench block")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    args = parser.parse_args(argv)
     python = [str(ROOT / "tools" / "release_python.sh"), "0.9.0"]
     with tempfile.TemporaryDirectory(prefix="regen-loop-") as scratch:
         work = Path(scratch)
-        model = Path(given[0]) if given else demo.write_model(work / "model", "qwen36")
-        figures = measure(python, model, work)
-    about = f"model {'the demo tokenizer' if not given else model.name}"
-    text = block(figures, 2000, 3, 3, about)
+        model = Path(args.model) if args.model else demo.write_model(work / "model", "qwen36")
+        figures = measure(python, model, work, rounds=args.rounds)
+    about = f"model {'the demo tokenizer' if not args.model else model.name}"
+    text = block(figures, 2000, 3, about)
     print("\n" + text)
-    if doc:
+    if args.doc:
         import doc_block
 
         doc_block.write(DOC, "regen-bench", text)

@@ -263,7 +263,7 @@ def measure_regen(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples
     about = (
         f"{report.machine(setup.python(NEW))}; model: the bench's Qwen3.6 folder (real vocabulary)"
     )
-    text = regen_loop.block(figures, 2000, 3, 3, about)
+    text = regen_loop.block(figures, 2000, 3, about)
     print("\n" + text, flush=True)
     if not args.no_write:
         doc_block.write(regen_loop.DOC, "regen-bench", text)

@@ -68,6 +68,13 @@ RESULTS = ROOT / "bench" / "RESULTS.md"
 #: The page that shows the acceptance tables (block ``acceptance``, tools/doc_block.py).
 DOC = ROOT / "docs" / "training.md"
 BLOCK = "acceptance"
+#: The DFlash cases trained on vLLM's states, in a block of their own (``--cases vllm-states``).
+STATES_BLOCK = "acceptance-vllm-states"
+VLLM_GROUP = "vllm-states"
+HEADINGS = {
+    BLOCK: "## Acceptance (`make bench-acceptance`)",
+    STATES_BLOCK: "## Acceptance on vLLM's states (`make bench-acceptance`)",
+}
 MASK_TOKEN_ID = 1210  # the first id past the tiny tokenizer's, as upstream would add <|MASK|>
 AUX_LAYERS = ["2", "4", "5"]  # bench/acceptance_data.py AUX_LAYERS
 LAST_LAYER = 8  # tests/pipeline/models.py NUM_LAYERS: its pre-norm output is stored after them
@@ -212,6 +219,24 @@ def serve(data: Path, drafter: Path | None, steps: int, work: Path, method: str 
     return result
 
 
+def verifier_agreement(data: Path, work: Path) -> dict:
+    """Teacher-forced, how often vLLM's bf16 verifier's top-1 is the token of the held-out text
+    (bench/acceptance_teacher.py); once per verifier (kept beside its data)."""
+    kept = data / "vllm_teacher.json"
+    if kept.is_file():
+        return json.loads(kept.read_text())
+    command = [str(vllm_server.VLLM_PYTHON), str(ROOT / "bench" / "acceptance_teacher.py"),
+               str((data / "verifier").resolve()), str(data / "heldout_prompts.json")]  # fmt: skip
+    with ONE_SERVER, tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
+        env = vllm_server.vllm_env(Path(scratch), torchvision=True)
+        out = run(command, work / "logs" / f"teacher-{data.name}.log", env)
+    line = next((x for x in out.splitlines() if x.startswith("TEACHER ")), None)
+    if line is None:
+        fail(f"the teacher-forced vLLM run printed nothing (log {work / 'logs'})")
+    kept.write_text(line[len("TEACHER ") :])
+    return json.loads(kept.read_text())
+
+
 def without_m_rope(checkpoint: Path) -> Path:
     """A copy of a saved drafter whose rope parameters lose their M-RoPE keys (the edit the
     served_rope fix makes when it saves), for counting a drafter vLLM refuses as saved."""
@@ -350,6 +375,14 @@ def table(results: list[dict]) -> str:
                 f"steps and near-tied logits flip) | {voff['same_prefix']:.1f} "
                 f"| {von['same_prefix']:.1f} |",
             ]
+        if "teacher" in r:  # one verifier for both columns
+            t = r["teacher"]
+            lines.append(
+                "| vLLM's bf16 verifier, teacher-forced on the held-out text: its top-1 = the "
+                f"token written there ({t['positions']:,} positions; tokens before the first "
+                f"difference, mean) | {pct(t['same'])} ({t['before_first_difference']:.1f}) "
+                f"| {pct(t['same'])} ({t['before_first_difference']:.1f}) |"
+            )
         lines.append("")
     return "\n".join(lines).rstrip()
 
@@ -357,7 +390,10 @@ def table(results: list[dict]) -> str:
 def run_case(case: Case, data: Path, work: Path, size: dict) -> dict:
     """The same drafter trained with the fixes off and on (bench/acceptance_data.py's text)."""
     trainers = {key: partial(train, case, data, work, key == "on", size) for key in KEYS}
-    return train_and_judge(case, data, work, trainers, {"case": case})
+    result = train_and_judge(case, data, work, trainers, {"case": case})
+    if case.states == VLLM_STATES:
+        result["teacher"] = verifier_agreement(data, work)
+    return result
 
 
 def run_arm(data: Path, work: Path, size: dict) -> dict:
@@ -433,8 +469,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run at small sizes")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "acceptance")
     parser.add_argument(
-        "--cases", default="", help="comma list of case numbers (1-based) and/or 'onpolicy'"
-    )
+        "--cases", default="",
+        help=f"comma list of case numbers (1-based), '{ONPOLICY}' and/or '{VLLM_GROUP}'",
+    )  # fmt: skip
     parser.add_argument(
         "--no-write", action="store_true", help="print only (--cases and --quick always do)"
     )
@@ -447,7 +484,9 @@ def main(argv: list[str]) -> int:
     size = dict(QUICK if args.quick else FULL)
     size.update({k: getattr(args, k) for k in FULL if getattr(args, k) is not None})
     chosen = [x.strip() for x in args.cases.split(",") if x.strip()]
-    picked = [CASES[int(i) - 1] for i in chosen if i != ONPOLICY]
+    numbers = [str(i) for i, c in enumerate(CASES, 1) if c.states == VLLM_STATES]
+    named = [n for x in chosen for n in (numbers if x == VLLM_GROUP else [x])]
+    picked = [CASES[int(i) - 1] for i in named if i != ONPOLICY]
     arm = ONPOLICY in chosen or not chosen
     picked = picked if chosen else list(CASES)
     work = args.work / ("quick" if args.quick else "full")
@@ -465,18 +504,27 @@ def main(argv: list[str]) -> int:
         for outcome in pool.map(lambda job: job(), jobs):
             results += outcome if isinstance(outcome, list) else [outcome]
     minutes = (time.monotonic() - started) / 60
-    body = table(results) + "\n\n" + note(size, minutes, args.quick)
-    if arm:
-        body += " " + acceptance_onpolicy.describe(size)
-    print("\n" + body)
-    # The block holds every case's table: a run of some cases (or --quick) prints only, so it
-    # never replaces the tables it did not measure.
-    if chosen or args.quick:
-        print("\nprinted only: the block is written by a full run (no --cases, no --quick)")
-    elif not args.no_write:
-        doc_block.write(RESULTS, BLOCK, body, heading="## Acceptance (`make bench-acceptance`)")
-        doc_block.write(DOC, BLOCK, body)
-        print(f"\nwrote the acceptance section of {RESULTS} and {DOC}")
+    on_vllm_states = [r for r in results if r["case"].states == VLLM_STATES]
+    others = [r for r in results if r["case"].states != VLLM_STATES]
+    blocks = {}
+    if others:
+        blocks[BLOCK] = table(others) + "\n\n" + note(size, minutes, args.quick)
+        if arm:
+            blocks[BLOCK] += " " + acceptance_onpolicy.describe(size)
+    if on_vllm_states:
+        blocks[STATES_BLOCK] = table(on_vllm_states) + "\n\n" + note(size, minutes, args.quick)
+    print("\n" + "\n\n".join(blocks.values()))
+    # Each block holds its cases' tables: a run writes only a block it measured whole (a full
+    # run both; --cases vllm-states the second), so it never replaces tables it did not measure.
+    whole = not args.quick and not args.no_write and (not chosen or chosen == [VLLM_GROUP])
+    if not whole:
+        print("\nprinted only: a full run writes the blocks (no --cases, no --quick); "
+              f"--cases {VLLM_GROUP} writes that block")  # fmt: skip
+        return 0
+    for name, body in blocks.items():
+        doc_block.write(RESULTS, name, body, heading=HEADINGS[name])
+        doc_block.write(DOC, name, body)
+    print(f"\nwrote {', '.join(blocks)} in {RESULTS} and {DOC}")
     return 0
 
 

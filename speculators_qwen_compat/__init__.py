@@ -13,21 +13,22 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from speculators_qwen_compat.core.fix import FixStatus
+    from speculators_qwen_compat.core.fix import FixEntry, FixStatus
 
 __version__ = "0.1.0"
 __all__ = ["FixStatus", "__version__", "install", "installed", "status", "uninstall"]
 
 
-def _fix_classes() -> tuple[type, ...]:
-    """The fixes, in the order they apply (fixes/__init__.py), imported when the registry is
-    first used: handed down to core, which imports nothing above it."""
+def _fix_catalogue() -> tuple[FixEntry, ...]:
+    """The fixes, in the order they apply (fixes/__init__.py), read when the registry is first
+    used: each a name, its target modules and "module:Class" (no fix imported); handed down to
+    core, which imports nothing above it."""
     from speculators_qwen_compat.fixes import ALL_FIXES
 
     return ALL_FIXES
 
 
-_startup.hand_catalogue(_fix_classes)
+_startup.hand_catalogue(_fix_catalogue)
 
 
 def __getattr__(name: str) -> object:
@@ -82,13 +83,12 @@ def status(resolve: bool = True) -> list[FixStatus]:
         return [reg.status_of(fix, FixState.FAILED, reason) for fix in reg.fixes]
     if resolve and reg.active:
         for fix in reg.fixes:
-            if fix.name in reg.states and reg.states[fix.name].state == FixState.PENDING:
+            verdict = reg.states.get(fix.name)
+            if verdict is not None and verdict.state == FixState.PENDING:
                 _import_target(fix.modules[0])
     out = []
     for fix in reg.fixes:
-        state = reg.states.get(fix.name) or reg.status_of(
-            fix, FixState.INACTIVE, "install() not called"
-        )
+        state = reg.status(fix) or reg.status_of(fix, FixState.INACTIVE, "install() not called")
         if resolve and state.state == FixState.PENDING:
             state = reg.status_of(fix, FixState.NOT_NEEDED, f"this release has no {fix.modules[0]}")
         out.append(state)

@@ -193,3 +193,28 @@ def test_normalising_twice_changes_nothing(policy: str) -> None:
                 assert normalize.cut_turns(given) == given
                 checked += 1
     assert checked > 50
+
+
+def test_read_batch_hands_each_conversation_on_with_its_weight_zero_turns() -> None:
+    """The conversations fix hands the row guard and upstream's per-row normaliser each
+    conversation as a ReadConversation: normalised, carrying the indices of its weight-0
+    assistant turns (here written by hand: turn 1 of the first row, none of the second)."""
+    from speculators_qwen_compat.fixes.data.conversations import read_batch
+    from speculators_qwen_compat.fixes.route import ReadConversation, context_of
+
+    first = [
+        {"role": "user", "content": "Capital of France?"},
+        {"role": "assistant", "content": "Paris, maybe.", "weight": 0},
+        {"role": "user", "content": "Sure?"},
+        {"role": "assistant", "content": "Paris.", "weight": 1},
+    ]
+    second = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
+    out = read_batch({"messages": [first, second]})
+    conversations = out["conversations"]
+    assert all(isinstance(c, ReadConversation) for c in conversations)
+    assert [context_of(c) for c in conversations] == [(1,), ()]
+    assert [[t["content"] for t in c] for c in conversations] == [
+        ["Capital of France?", "Paris, maybe.", "Sure?", "Paris."],
+        ["Hi", "Hello."],
+    ]
+    assert context_of(list(conversations[0])) == ()  # a plain list carries none

@@ -166,3 +166,16 @@ def test_installing_the_wheel_changes_nothing_else(tmp_path: Path) -> None:
     assert before <= after, f"changed or removed: {sorted(before - after)}"
     added = {re.split(r"==| @ ", line)[0].lower() for line in after - before}
     assert added == {"speculators-qwen-compat", "wrapt"}
+
+
+def test_a_fix_is_imported_when_a_module_it_targets_is() -> None:
+    """The catalogue holds each fix as "module:Class": install() imports none of them; once
+    upstream's preprocessing module is imported, a fix's class is imported exactly when one
+    of the modules it names is (so a release's training fixes wait for its trainer)."""
+    result = run_program("fix_imports")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["at_install"] == []
+    assert report["after"]["row_guard"]["target_imported"]  # preprocessing itself
+    for name, seen in report["after"].items():
+        assert seen["class_imported"] == seen["target_imported"], name

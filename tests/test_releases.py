@@ -27,7 +27,8 @@ def test_every_release_declares_every_fix() -> None:
 def test_each_fix_applies_on_the_releases_it_declares() -> None:
     """A fix's declared span (shown by status) and the table agree: applied exactly on the
     tested releases inside the span."""
-    for fix in ALL_FIXES:
+    for entry in ALL_FIXES:
+        fix = entry.load()
         assert fix.applies_on is not None, fix.name
         applied = {v for v, r in TESTED_RELEASES.items() if r.fixes[fix.name] == FixState.APPLIED}
         inside = {v for v in TESTED_RELEASES if v in fix.applies_on}

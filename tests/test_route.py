@@ -62,3 +62,15 @@ def test_a_route_runs_its_stages_outer_to_inner_and_undoes_cleanly() -> None:
     assert owner.target(3) == ["inner in", "upstream 3", "inner out"]
     patcher.restore()
     assert owner.target is _upstream
+
+
+def test_the_catalogue_names_each_fix_as_its_class_declares_it() -> None:
+    """ALL_FIXES holds "module:Class" strings: each names a class of that module declaring the
+    same fix name and target modules (the registry hooks those before importing it)."""
+    import importlib
+
+    assert len({entry.name for entry in ALL_FIXES}) == len(ALL_FIXES)
+    for entry in ALL_FIXES:
+        module_name, _, class_name = entry.where.partition(":")
+        fix_class = getattr(importlib.import_module(module_name), class_name)
+        assert (fix_class.name, fix_class.modules) == (entry.name, entry.modules)

@@ -165,6 +165,39 @@ class Fix:
         raise NotImplementedError
 
 
+class FixEntry:
+    """One fix as the registry holds it before any of it is imported: its name, the upstream
+    modules whose import applies it (the first decides its state), and where its class is, as
+    ``"package.module:ClassName"``. The class is imported the first time the fix is needed (one
+    of its modules imported, or ``status``), never at start-up; it must declare the same name
+    and modules."""
+
+    def __init__(self, name: str, modules: tuple[str, ...], where: str) -> None:
+        self.name = name
+        self.modules = modules
+        self.where = where
+        self._fix: Fix | None = None
+
+    def __repr__(self) -> str:
+        return f"FixEntry({self.name!r}, {self.modules!r}, {self.where!r})"
+
+    def load(self) -> Fix:
+        """The fix, its class imported from ``where`` on first use."""
+        if self._fix is None:
+            import importlib
+
+            module_name, _, class_name = self.where.partition(":")
+            fix_class = getattr(importlib.import_module(module_name), class_name)
+            fix = fix_class()
+            if (fix.name, tuple(fix.modules)) != (self.name, self.modules):
+                raise TypeError(
+                    f"{self.where} declares {fix.name} on {fix.modules}, the catalogue "
+                    f"{self.name} on {self.modules}"
+                )
+            self._fix = fix
+        return self._fix
+
+
 @dataclass
 class FixStatus:
     name: str

@@ -1,9 +1,8 @@
 """Registering the fixes as post-import hooks, applying them, and taking them back.
 
-Nothing here imports upstream: wrapt calls each fix when a module it targets finishes importing.
-A fix that does not fit the release, or raises while applying, is recorded and skipped: a hook
-error would otherwise surface as an ImportError of upstream's own module.
-"""
+Nothing here imports upstream or a fix (``FixEntry``: its class a "module:Class" string, imported
+when wrapt reports a module it targets imported). A fix that does not fit, or raises applying, is
+recorded and skipped: a hook error would otherwise surface as an ImportError of upstream's own."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from types import ModuleType
 
 from speculators_qwen_compat.core import startup as _startup
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.fix import Fix, FixState, FixStatus, Patcher, Verdict
+from speculators_qwen_compat.core.fix import FixEntry, FixState, FixStatus, Patcher, Verdict
 from speculators_qwen_compat.core.startup import (
     ENV_SWITCH,
     switch_value,
@@ -28,7 +27,7 @@ log = logging.getLogger("speculators_qwen_compat")
 
 
 class _Registry:
-    def __init__(self, fixes: Iterable[Fix]) -> None:
+    def __init__(self, fixes: Iterable[FixEntry]) -> None:
         self.fixes = list(fixes)
         self.lock = threading.RLock()
         self.active = False
@@ -36,24 +35,33 @@ class _Registry:
         self.hooked: set[tuple[str, str]] = set()
         # One journal for every fix: fixes wrapping the same function must unwind in reverse.
         self.patcher = Patcher()
-        self.states: dict[str, FixStatus] = {}
+        #: Per fix name, its verdict in this interpreter (``status`` adds what it shows).
+        self.states: dict[str, Verdict] = {}
         self.applied_to: set[tuple[str, str]] = set()
 
-    def on_import(self, fix: Fix, module_name: str, module: ModuleType) -> None:
+    def on_import(self, entry: FixEntry, module_name: str, module: ModuleType) -> None:
         with self.lock:
-            if not self.active or fix.name in self.disabled:
+            if not self.active or entry.name in self.disabled:
                 return
-            if (fix.name, module_name) in self.applied_to:
+            if (entry.name, module_name) in self.applied_to:
                 return
-            self.applied_to.add((fix.name, module_name))
-            primary = module_name == fix.modules[0]
+            self.applied_to.add((entry.name, module_name))
+            primary = module_name == entry.modules[0]
             found = None
             try:
-                verdict, found = check(fix, module_name, module)
-            except Exception as exc:  # a shape check must never break upstream's import
+                fix = entry.load()  # the fix's class, imported now that its target is
+            except Exception as exc:
                 verdict = Verdict(
-                    FixState.FAILED, f"shape check raised {type(exc).__name__}: {exc}"
+                    FixState.FAILED, f"importing {entry.where} raised {type(exc).__name__}: {exc}"
                 )
+                log.warning("fix %s not applied to %s: %s", entry.name, module_name, verdict.reason)
+            else:
+                try:
+                    verdict, found = check(fix, module_name, module)
+                except Exception as exc:  # a shape check must never break upstream's import
+                    verdict = Verdict(
+                        FixState.FAILED, f"shape check raised {type(exc).__name__}: {exc}"
+                    )
             if verdict.state == FixState.APPLIED and found is not None:
                 mark = self.patcher.mark()
                 try:
@@ -66,13 +74,25 @@ class _Registry:
                     log.warning(
                         "fix %s not applied to %s: %s", fix.name, module_name, verdict.reason
                     )
-            if primary or fix.name not in self.states or verdict.state == FixState.FAILED:
-                self.states[fix.name] = self.status_of(fix, verdict.state, verdict.reason)
+            if primary or entry.name not in self.states or verdict.state == FixState.FAILED:
+                self.states[entry.name] = verdict
 
     @staticmethod
-    def status_of(fix: Fix, state: str, reason: str) -> FixStatus:
-        """A fix's status, with the tested releases it applies on."""
-        return FixStatus(fix.name, state, reason, str(fix.applies_on or ""))
+    def status_of(entry: FixEntry, state: FixState, reason: str) -> FixStatus:
+        """A fix's status, with the tested releases it applies on (read from its class, imported
+        here if it was not yet; none shown when it cannot be)."""
+        try:
+            tested = str(entry.load().applies_on or "")
+        except Exception:  # the reason says why elsewhere; status still lists the fix
+            tested = ""
+        return FixStatus(entry.name, state, reason, tested)
+
+    def status(self, entry: FixEntry) -> FixStatus | None:
+        """``entry``'s status in this interpreter; None before install()."""
+        verdict = self.states.get(entry.name)
+        if verdict is None:
+            return None
+        return self.status_of(entry, verdict.state, verdict.reason)
 
     def install(self, disabled: Iterable[str]) -> None:
         """Activate every fix but ``disabled``. Called again while active with another set, it
@@ -108,13 +128,12 @@ class _Registry:
         for fix in self.fixes:
             if fix.name in self.disabled:
                 reason = f"switched off by {ENV_SWITCH} or install(disable=...)"
-                self.states[fix.name] = self.status_of(fix, FixState.DISABLED, reason)
-            elif (
-                self.states.get(fix.name, FixStatus("", FixState.DISABLED, "")).state
-                == FixState.DISABLED
+                self.states[fix.name] = Verdict(FixState.DISABLED, reason)
+            elif self.states.get(fix.name, Verdict(FixState.DISABLED, "")).state == (
+                FixState.DISABLED
             ):
                 reason = f"waits for {fix.modules[0]} to be imported"
-                self.states[fix.name] = self.status_of(fix, FixState.PENDING, reason)
+                self.states[fix.name] = Verdict(FixState.PENDING, reason)
 
     def _switch_to(self, disabled: set[str]) -> None:
         """Hook every fix not in ``disabled`` (once per process) and apply it to the modules
@@ -163,12 +182,14 @@ class _Registry:
             self.active = False
 
 
-def _hook_for(registry: _Registry, fix: Fix, module_name: str) -> Callable[[ModuleType], None]:
+def _hook_for(
+    registry: _Registry, entry: FixEntry, module_name: str
+) -> Callable[[ModuleType], None]:
     def hook(module: ModuleType) -> None:
         try:
-            registry.on_import(fix, module_name, module)
+            registry.on_import(entry, module_name, module)
         except Exception:  # never let a hook fail upstream's import
-            log.exception("speculators_qwen_compat hook for %s failed", fix.name)
+            log.exception("speculators_qwen_compat hook for %s failed", entry.name)
 
     return hook
 
@@ -177,10 +198,11 @@ _registry: _Registry | None = None
 
 
 def registry() -> _Registry:
-    """The one registry, its fixes loaded on first use from the catalogue the package handed
-    down (startup.hand_catalogue: core imports nothing above it)."""
+    """The one registry, its fixes (``FixEntry``: names, target modules, "module:Class") read on
+    first use from the catalogue the package handed down (startup.hand_catalogue: core imports
+    nothing above it); each fix's class is imported when a module it targets is."""
     global _registry
     _startup.settle()  # the .pth's install, if it still waits for speculators to be imported
     if _registry is None:
-        _registry = _Registry(fix_class() for fix_class in _startup.catalogue())
+        _registry = _Registry(_startup.catalogue())
     return _registry

@@ -14,6 +14,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from speculators_qwen_compat.core.fix import FixEntry
+
 #: Environment switch: unset, ``on`` or ``1``: every fix on; ``off`` or ``0``: the .pth stays
 #: idle; ``off:NAME,NAME``: those fixes off, the others on. Anything else is reported in one
 #: stderr line and the fixes stay on.
@@ -28,20 +30,21 @@ _waiting: set[str] | None = None
 #: Why the deferred install failed (say, wrapt is missing); None when it did not fail.
 activation_error: str | None = None
 _said: set[str] = set()
-#: Returns the fix classes in the order they apply; handed down by the package's ``__init__``.
-_catalogue: Callable[[], Sequence[type]] | None = None
+#: Returns the fixes (``FixEntry``) in the order they apply; handed down by the package's
+#: ``__init__``.
+_catalogue: Callable[[], Sequence[FixEntry]] | None = None
 
 
-def hand_catalogue(load: Callable[[], Sequence[type]]) -> None:
-    """Name where the fixes come from: ``load()`` returns their classes, in the order they
-    apply. Called by the package's ``__init__``; the registry calls ``load`` once, when first
-    used."""
+def hand_catalogue(load: Callable[[], Sequence[FixEntry]]) -> None:
+    """Name where the fixes come from: ``load()`` returns them (names, target modules and
+    "module:Class", no class imported), in the order they apply. Called by the package's
+    ``__init__``; the registry calls ``load`` once, when first used."""
     global _catalogue
     _catalogue = load
 
 
-def catalogue() -> Sequence[type]:
-    """The fix classes handed down by ``hand_catalogue``."""
+def catalogue() -> Sequence[FixEntry]:
+    """The fixes handed down by ``hand_catalogue``."""
     if _catalogue is None:  # only if core were imported outside its package
         raise RuntimeError("no fix catalogue: hand_catalogue() was never called")
     return _catalogue()

@@ -18,6 +18,9 @@ CLI_PREPARE_DATA = "speculators.cli.prepare_data"
 CLI_REGENERATE = "speculators.cli.regenerate_responses"
 SPECULATOR_MODEL = "speculators.model"
 TRAIN_UTILS = "speculators.train.utils"
+TRAINER = "speculators.train.trainer"
+TRAIN_RECOVERY = "speculators.train.recovery"
+TRAIN_DATA = "speculators.train.data"
 
 
 @functools.lru_cache(maxsize=256)

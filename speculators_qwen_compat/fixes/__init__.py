@@ -1,49 +1,57 @@
-"""One module per fix, in the order they are applied. Where a row goes through upstream, and
-which fixes wrap each function in which order, is declared in route.py: a function several
-fixes wrap is wrapped once, its stages in route.py's order whatever the order here."""
+"""The fixes, in the order they are applied, each as "package.module:ClassName": nothing of a
+fix is imported before a module it targets is (core/fix.py ``FixEntry``). Where a row goes through
+upstream, and which fixes wrap each function in which order, is declared in route.py: a function
+several fixes wrap is wrapped once, its stages in route.py's order whatever the order here."""
 
-from speculators_qwen_compat.fixes.data.bounded_output import BoundedOutputFix
-from speculators_qwen_compat.fixes.data.conversations import ConversationsFix
-from speculators_qwen_compat.fixes.data.forked_tokenizer import ForkedTokenizerFix
-from speculators_qwen_compat.fixes.data.local_render import LocalRenderFix
-from speculators_qwen_compat.fixes.data.mask_probe import MaskProbeFix
-from speculators_qwen_compat.fixes.data.messages_json import MessagesJsonFix
-from speculators_qwen_compat.fixes.data.offsets_loss_mask import OffsetsLossMaskFix
-from speculators_qwen_compat.fixes.data.overwrite_guard import OverwriteGuardFix
-from speculators_qwen_compat.fixes.data.row_guard import RowGuardFix
-from speculators_qwen_compat.fixes.data.row_tensors import RowTensorsFix
-from speculators_qwen_compat.fixes.data.run_report import RunReportFix
-from speculators_qwen_compat.fixes.data.token_frequency import TokenFrequencyFix
-from speculators_qwen_compat.fixes.regenerate.regen_replies import RegenRepliesFix
-from speculators_qwen_compat.fixes.regenerate.regen_run import RegenRunFix
-from speculators_qwen_compat.fixes.regenerate.regen_turns import RegenTurnsFix
-from speculators_qwen_compat.fixes.training.mask_token import MaskTokenFix
-from speculators_qwen_compat.fixes.training.sample_drops import SampleDropsFix
-from speculators_qwen_compat.fixes.training.served_attention import ServedAttentionFix
-from speculators_qwen_compat.fixes.training.served_rope import ServedRopeFix
-from speculators_qwen_compat.fixes.training.verifier_norm import VerifierNormFix
+from speculators_qwen_compat.core.fix import FixEntry
+from speculators_qwen_compat.core.upstream import (
+    CLI_PREPARE_DATA,
+    CLI_REGENERATE,
+    PREPROCESSING,
+    SPECULATOR_MODEL,
+    TRAIN_DATA,
+    TRAIN_RECOVERY,
+    TRAIN_UTILS,
+    TRAINER,
+)
 
-ALL_FIXES = (
-    MaskProbeFix,
-    OffsetsLossMaskFix,
-    RowGuardFix,
-    ConversationsFix,
-    MessagesJsonFix,
-    LocalRenderFix,
-    RowTensorsFix,
-    ForkedTokenizerFix,
-    TokenFrequencyFix,
-    RunReportFix,
-    BoundedOutputFix,
-    OverwriteGuardFix,
-    RegenTurnsFix,
-    RegenRepliesFix,
-    RegenRunFix,
-    VerifierNormFix,
-    MaskTokenFix,
-    SampleDropsFix,
-    ServedRopeFix,
-    ServedAttentionFix,
+_DATA = "speculators_qwen_compat.fixes.data"
+_REGENERATE = "speculators_qwen_compat.fixes.regenerate"
+_TRAINING = "speculators_qwen_compat.fixes.training"
+
+#: Name, the upstream modules whose import applies the fix (the first decides its state), and
+#: its class; the class declares the same name and modules (checked when it is imported).
+ALL_FIXES: tuple[FixEntry, ...] = (
+    FixEntry("mask_probe", (PREPROCESSING,), f"{_DATA}.mask_probe:MaskProbeFix"),
+    FixEntry(
+        "offsets_loss_mask", (PREPROCESSING,), f"{_DATA}.offsets_loss_mask:OffsetsLossMaskFix"
+    ),
+    FixEntry("row_guard", (PREPROCESSING,), f"{_DATA}.row_guard:RowGuardFix"),
+    FixEntry("conversations", (PREPROCESSING,), f"{_DATA}.conversations:ConversationsFix"),
+    FixEntry("messages_json", (PREPROCESSING,), f"{_DATA}.messages_json:MessagesJsonFix"),
+    FixEntry("local_render", (PREPROCESSING,), f"{_DATA}.local_render:LocalRenderFix"),
+    FixEntry("row_tensors", (PREPROCESSING,), f"{_DATA}.row_tensors:RowTensorsFix"),
+    FixEntry("forked_tokenizer", (PREPROCESSING,), f"{_DATA}.forked_tokenizer:ForkedTokenizerFix"),
+    FixEntry("token_frequency", (PREPROCESSING,), f"{_DATA}.token_frequency:TokenFrequencyFix"),
+    FixEntry("run_report", (PREPROCESSING, CLI_PREPARE_DATA), f"{_DATA}.run_report:RunReportFix"),
+    FixEntry("bounded_output", (PREPROCESSING,), f"{_DATA}.bounded_output:BoundedOutputFix"),
+    FixEntry("overwrite_guard", (CLI_PREPARE_DATA,), f"{_DATA}.overwrite_guard:OverwriteGuardFix"),
+    FixEntry("regen_turns", (CLI_REGENERATE,), f"{_REGENERATE}.regen_turns:RegenTurnsFix"),
+    FixEntry("regen_replies", (CLI_REGENERATE,), f"{_REGENERATE}.regen_replies:RegenRepliesFix"),
+    FixEntry("regen_run", (CLI_REGENERATE,), f"{_REGENERATE}.regen_run:RegenRunFix"),
+    FixEntry("verifier_norm", (SPECULATOR_MODEL,), f"{_TRAINING}.verifier_norm:VerifierNormFix"),
+    FixEntry("mask_token", (TRAIN_UTILS,), f"{_TRAINING}.mask_token:MaskTokenFix"),
+    FixEntry(
+        "sample_drops",
+        (TRAINER, TRAIN_RECOVERY, TRAIN_DATA),
+        f"{_TRAINING}.sample_drops:SampleDropsFix",
+    ),
+    FixEntry("served_rope", (SPECULATOR_MODEL,), f"{_TRAINING}.served_rope:ServedRopeFix"),
+    FixEntry(
+        "served_attention",
+        (SPECULATOR_MODEL, TRAINER),
+        f"{_TRAINING}.served_attention:ServedAttentionFix",
+    ),
 )
 
 __all__ = ["ALL_FIXES"]

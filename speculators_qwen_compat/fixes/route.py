@@ -1,8 +1,8 @@
-"""The route of a row through upstream, declared once: for each upstream function our fixes
-wrap on the way from the data file to the written row (and to a trained, served drafter), the
-fixes that wrap it, outer to inner, and what each does there (the data/ stage it calls). Read
-this before any fix. A function several fixes wrap is wrapped once (core/fix.py ``Route``), its
-stages run in the order below; tests/test_route.py checks this table against what is applied."""
+"""The route of a row through upstream, declared once: for each upstream function our fixes wrap
+from the data file to the written row (and to a trained, served drafter), the fixes that wrap it,
+outer to inner, and what each does there. Read this before any fix. A function several fixes wrap
+is wrapped once (core/fix.py ``Route``), its stages in this order (tests/test_route.py checks it);
+what a stage hands those inside it travels in upstream's own arguments (``ReadConversation``)."""
 
 from __future__ import annotations
 
@@ -50,11 +50,18 @@ ROUTE: dict[str, tuple[Stop, ...]] = {
     "Dataset.map": (Stop("bounded_output", "the map writes to the run's own cache folder"),),
     "_preprocess_batch": (
         Stop("messages_json", "the batch handed to datasets, messages typed (arrow_batch.py)"),
-        Stop("conversations", "each row read, normalised, media resolved (normalize.py); counted"),
+        Stop(
+            "conversations",
+            "each row read, normalised, media resolved (normalize.py), counted; handed on as a "
+            "ReadConversation",
+        ),
         Stop("row_guard", "a batch that fails is split; each row the template rejects counted"),
     ),
     "_normalize_conversation": (
-        Stop("conversations", "upstream's per-row normaliser replaced by ours (idempotent)"),
+        Stop(
+            "conversations",
+            "upstream's per-row normaliser replaced by ours; a ReadConversation only cut",
+        ),
     ),
     "_supports_assistant_mask": (Stop("mask_probe", "probes the template without crashing"),),
     "_get_input_ids_loss_mask": (Stop("mask_probe", "a processor's batched mask unbatched"),),
@@ -82,6 +89,33 @@ ROUTE: dict[str, tuple[Stop, ...]] = {
         Stop("served_rope", "the rope config saved so vLLM loads the drafter"),
     ),
 }
+
+
+class ReadConversation(list[dict[str, Any]]):
+    """One conversation as the conversations stage at ``_preprocess_batch`` hands it on, in
+    place of the row upstream read: its turns normalised (data/normalize/normalize.py), with
+    ``context``, the indices of its weight-0 assistant turns.
+
+    Why a type and not a column or a table: upstream's ``_preprocess_batch`` passes each
+    conversation object unchanged to the calls our inner stages wrap (``_normalize_conversation``
+    on every release, ``_render_conversation_rows`` on 0.8+) and the row guard splits batches
+    by slicing their lists, so what the conversation carries reaches every stop of its row, in
+    any map worker, whatever batch it ends up in. Upstream's per-row ``_normalize_conversation``
+    sees by this type that the turns are normalised already (only <= 0.6's dropout is left,
+    normalize.py ``cut_turns``: a plain list goes on); the row guard reads ``context`` to keep
+    those turns out of the loss mask (data/render/weights.py)."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, turns: list[dict[str, Any]], context: list[int]) -> None:
+        super().__init__(turns)
+        self.context: tuple[int, ...] = tuple(context)
+
+
+def context_of(conversation: Any) -> tuple[int, ...]:
+    """The weight-0 assistant turns ``conversation`` carries (``ReadConversation``); none for
+    any other (a conversation our reader did not read)."""
+    return conversation.context if isinstance(conversation, ReadConversation) else ()
 
 
 def stage_order(path: str) -> tuple[str, ...]:

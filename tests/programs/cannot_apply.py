@@ -1,16 +1,17 @@
-"""Two fixes that cannot apply, on a registry of their own (test_activation.py).
+"""Three fixes that cannot apply, on a registry of their own (test_activation.py).
 
 ``raises`` fits stand_in_target but raises half-way through applying; looking up
-``bad_shape``'s target raises. Prints what ``stand_in_target.f()`` returns and both fixes'
-states, then what ``f()`` returns after the registry's uninstall: the import of the target
-never breaks and a half-applied fix is taken back."""
+``bad_shape``'s target raises; ``no_class`` names a class that cannot be imported. Prints what
+``stand_in_target.f()`` returns and the fixes' states, then what ``f()`` returns after the
+registry's uninstall: the import of the target never breaks and a half-applied fix is taken
+back."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
-from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.fix import Fix, FixEntry, Patcher
 from speculators_qwen_compat.core.registry import _Registry
 from speculators_qwen_compat.core.targets import Found, Shape, Target
 
@@ -33,11 +34,17 @@ class BadShape(Fix):  # looking its target up raises
 
 
 def main(argv: list[str]) -> int:
-    registry = _Registry([Raises(), BadShape()])
+    registry = _Registry(
+        [
+            FixEntry("raises", (TARGET,), "__main__:Raises"),
+            FixEntry("bad_shape", (TARGET,), "__main__:BadShape"),
+            FixEntry("no_class", (TARGET,), "stand_in_missing_module:NoClass"),
+        ]
+    )
     registry.install(())
     target: Any = __import__(TARGET)
     states = registry.states
-    print(target.f(), states["raises"].state, states["bad_shape"].state)
+    print(target.f(), *(states[name].state for name in ("raises", "bad_shape", "no_class")))
     registry.uninstall()
     print(target.f())
     return 0

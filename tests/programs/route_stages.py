@@ -38,8 +38,8 @@ def main() -> int:
     speculators_qwen_compat.status()
     homes = {
         target.path: target.module
-        for fix in registry().fixes
-        for shape in fix.shapes
+        for entry in registry().fixes
+        for shape in entry.load().shapes
         for target in shape.targets
     }
     found: dict[str, Any] = {}

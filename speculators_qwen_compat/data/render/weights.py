@@ -13,9 +13,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-#: Per row, the indices of its weight-0 assistant turns: written by the conversations fix
-#: (read_batch), read by the row guard, which keeps those turns unsupervised.
-CONTEXT_COLUMN = "_compat_context"
+# Which turns of a row have weight 0 travels with the row's conversation itself (fixes/route.py
+# ``ReadConversation.context``): the conversations fix reads them, the row guard unsets them.
 
 
 class RowTurns:

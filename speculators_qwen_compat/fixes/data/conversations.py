@@ -44,8 +44,8 @@ from speculators_qwen_compat.data.read.unreadable import (
 )
 from speculators_qwen_compat.data.render import weights
 from speculators_qwen_compat.data.render.render import arguments_as_mappings
-from speculators_qwen_compat.data.render.weights import CONTEXT_COLUMN
 from speculators_qwen_compat.fixes import route
+from speculators_qwen_compat.fixes.route import ReadConversation
 
 LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path", "num_proc"))
 PATH_ONLY_LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path",), arity=1)
@@ -104,11 +104,6 @@ class ConversationsFix(Fix):
         # converts locally or sends vLLM the strings it accepts (render.py).
         local_template = not found.has(RENDER)
 
-        # The conversations read_batch normalised for the batch in progress (by identity):
-        # upstream's per-row _normalize_conversation gets them back, and normalising is
-        # idempotent, so they are not normalised a second time (only <= 0.6's dropout applies).
-        normalized: set[int] = set()
-
         def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             bound = bind(wrapped, args, kwargs)
             examples = bound.arguments["examples"]
@@ -119,11 +114,7 @@ class ConversationsFix(Fix):
                 multimodal = processor_media.is_multimodal(processor) if local_template else None
                 read = read_batch(examples, local_template, release_roles, multimodal)
                 bound.arguments["examples"] = read
-                normalized.update(map(id, read["conversations"]))
-                try:
-                    return call(wrapped, bound)
-                finally:
-                    normalized.clear()
+                return call(wrapped, bound)
 
         # Called once per row: its two arguments are read at their place in upstream's own
         # signature (NORMALIZE requires ``conv`` by name), not through a full bind.
@@ -137,7 +128,9 @@ class ConversationsFix(Fix):
             if dropout_at is not None:
                 dropout = args[dropout_at] if len(args) > dropout_at else kwargs.get("turn_dropout")
             try:
-                if id(conv) in normalized:
+                # read_batch's conversations come back here normalised (route.py
+                # ReadConversation); normalising is idempotent: only <= 0.6's dropout is left.
+                if isinstance(conv, ReadConversation):
                     turns = cut_turns(conv, bool(dropout))
                 else:
                     turns = normalize_conversation(conv, bool(dropout), release_roles)
@@ -170,9 +163,9 @@ def read_batch(
     Media in every form (parts, image columns) reach every release in the form upstream's
     adapter takes (data/normalize/media_forms.py, through the normaliser).
 
-    Returns the columns upstream reads: ``conversations``, ``tools`` when any row has tools,
-    and for the row guard the ``file:line`` source of each row kept and the indices of its
-    weight-0 assistant turns.
+    Returns the columns upstream reads: ``conversations`` (each a route.py
+    ``ReadConversation``, carrying the indices of its weight-0 assistant turns for the row
+    guard), ``tools`` when any row has tools, and the ``file:line`` source of each row kept.
     """
     options = ColumnOptions.of_this_run()
     lines = examples.get(LINE_COLUMN)
@@ -182,7 +175,6 @@ def read_batch(
         "conversations": [],
         "tools": [],
         SOURCE_COLUMN: [],
-        CONTEXT_COLUMN: [],
     }
     quality = ledger.quality()
     for i in range(batch_length(examples)):
@@ -214,10 +206,9 @@ def read_batch(
         )
         if local_template:
             conversation = arguments_as_mappings(conversation)
-        out["conversations"].append(conversation)
+        out["conversations"].append(ReadConversation(conversation, normalized.context))
         out["tools"].append(normalized.tools)
         out[SOURCE_COLUMN].append(where)
-        out[CONTEXT_COLUMN].append(normalized.context)
     if not any(out["tools"]):
         del out["tools"]
     return out

@@ -27,8 +27,8 @@ from speculators_qwen_compat.data.normalize import processor_media
 from speculators_qwen_compat.data.read import speculator_rows
 from speculators_qwen_compat.data.read.files import SOURCE_COLUMN
 from speculators_qwen_compat.data.render import weights
-from speculators_qwen_compat.data.render.weights import CONTEXT_COLUMN
 from speculators_qwen_compat.fixes import route
+from speculators_qwen_compat.fixes.route import context_of
 
 #: A span of a failed batch this short is isolated row by row rather than halved again.
 ROW_BY_ROW = 8
@@ -164,15 +164,15 @@ class _BatchGuard:
         self.minimum = bound.arguments.get("minimum_valid_tokens")
         if self.minimum is not None:
             bound.arguments["minimum_valid_tokens"] = None
-        self.contexts = self.examples.get(CONTEXT_COLUMN)
         self.merged: dict[str, list[Any]] = {}
 
     def run(self) -> dict[str, list[Any]]:
         n = batch_length(self.examples)
         with ledger.batch(n):
             start = 0
+            conversations = self.examples["conversations"]
             for i in range(n):
-                if self.contexts and self.contexts[i]:  # weight-0 turns: unset in its own call
+                if context_of(conversations[i]):  # weight-0 turns: unset in its own call
                     self.span(start, i)
                     self.one_row(i)
                     start = i + 1
@@ -213,9 +213,7 @@ class _BatchGuard:
         """Row ``i`` alone, its weight-0 turns unset in (or after) upstream's call."""
         current = self.current
         conversation = self.examples["conversations"][i]
-        current.ordinals = weights.assistant_ordinals(
-            conversation, self.contexts[i] if self.contexts else []
-        )
+        current.ordinals = weights.assistant_ordinals(conversation, context_of(conversation))
         current.turns = sum(t.get("role") == "assistant" for t in conversation)
         current.placed, current.error = False, None
         try:
@@ -253,51 +251,59 @@ class _BatchGuard:
             _diagnose(self.module, self.rows(i, i + 1), self.processor, where)
 
 
+@dataclass
+class _RenderState:
+    """0.8+: the batch in progress, shared by this fix's wrappers inside its call."""
+
+    sources: list[str] | None = None  # each row's ``file:line`` (SOURCE_COLUMN)
+    minimum: int | None = None  # --minimum-valid-tokens, filtered here to count it
+    error: Exception | None = None  # why the conversation's render failed, for the count
+
+
 def _guard_render_rows(found: Found, patcher: Patcher) -> None:
     """0.8+: guard each conversation; remember why a render failed, for the count."""
-    state: dict[str, Any] = {"error": None, "sources": None, "contexts": None, "minimum": None}
+    state = _RenderState()
 
     def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         arguments = bind(wrapped, args, kwargs).arguments
         examples = arguments["examples"]
-        state["minimum"] = arguments.get("minimum_valid_tokens")
-        state["sources"] = examples.get(SOURCE_COLUMN)
-        state["contexts"] = examples.get(CONTEXT_COLUMN)
+        state.minimum = arguments.get("minimum_valid_tokens")
+        state.sources = examples.get(SOURCE_COLUMN)
         with ledger.batch(batch_length(examples)):
             try:
                 return wrapped(*args, **kwargs)
             finally:
-                state["sources"] = state["contexts"] = None
+                state.sources = None
 
     def render_boundary_rows(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         try:
             return wrapped(*args, **kwargs)
         except Exception as exc:
-            state["error"] = exc
+            state.error = exc
             raise
 
     def render_conversation_rows(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         arguments = bind(wrapped, args, kwargs).arguments
         idx = arguments["idx"]
         max_length = arguments["max_length"]
-        sources = state["sources"]
+        sources = state.sources
         where = sources[idx] if sources and isinstance(idx, int) else f"row {idx} of its batch"
-        state["error"] = None
+        state.error = None
         try:
             rows = wrapped(*args, **kwargs)
         except Exception as exc:
             ledger.reject(exc, where)
             return None  # upstream's "unusable conversation"
-        contexts = state["contexts"]
-        if rows and contexts and isinstance(idx, int) and contexts[idx]:
-            rows = weights.drop_context_rows(rows, contexts[idx])
+        context = context_of(arguments["conv"])
+        if rows and context:
+            rows = weights.drop_context_rows(rows, list(context))
         if rows is None:
             ledger.skip("conversation is empty or not a list", where)
-        elif state["error"] is not None:
-            ledger.reject(state["error"], where)
+        elif state.error is not None:
+            ledger.reject(state.error, where)
         else:
             masks = [row["loss_mask"][:max_length] for row in rows]
-            if any(enough(mask, state["minimum"]) for mask in masks if supervised(mask)):
+            if any(enough(mask, state.minimum) for mask in masks if supervised(mask)):
                 ledger.keep()
             elif any(supervised(mask) for mask in masks):
                 ledger.skip(BELOW_MINIMUM, where)  # upstream's _append_row "filtered"

@@ -17,11 +17,9 @@ from typing import Any
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.upstream import TRAIN_DATA, TRAIN_RECOVERY, TRAINER
 from speculators_qwen_compat.fixes import route
 
-TRAINER = "speculators.train.trainer"
-RECOVERY = "speculators.train.recovery"
-DATA = "speculators.train.data"
 NAME_MISMATCH = re.compile(
     r"An explicit model name was passed \((?P<asked>.*?)\) which doesn't match\s*"
     r"found model_id (?P<served>\S+?)\.?(?:Please|$)"
@@ -43,14 +41,14 @@ _run = _Run()
 
 
 RUN_TRAINING = Target(TRAINER, "Trainer.run_training")
-CONSUME = Target(RECOVERY, "BatchRecoveryCoordinator.consume", params=("batch",))
-RAW_DATA = Target(DATA, "ArrowDataset._get_raw_data")
+CONSUME = Target(TRAIN_RECOVERY, "BatchRecoveryCoordinator.consume", params=("batch",))
+RAW_DATA = Target(TRAIN_DATA, "ArrowDataset._get_raw_data")
 
 
 class SampleDropsFix(Fix):
     name = "sample_drops"
     summary = "count the samples training drops; no surviving sample is a fatal error"
-    modules = (TRAINER, RECOVERY, DATA)
+    modules = (TRAINER, TRAIN_RECOVERY, TRAIN_DATA)
     shapes = (
         Shape(
             "dropped samples are counted; a run that trained on none fails",

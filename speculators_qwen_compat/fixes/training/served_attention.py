@@ -13,13 +13,12 @@ from typing import Any
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
-from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
+from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL, TRAINER
 from speculators_qwen_compat.fixes import route
 from speculators_qwen_compat.training import served_drafter as sd
 
 log = logging.getLogger("speculators_qwen_compat")
 
-TRAINER = "speculators.train.trainer"
 SAVE_PRETRAINED = Target(SPECULATOR_MODEL, "SpeculatorModel.save_pretrained")
 RUN_TRAINING = Target(TRAINER, "Trainer.run_training")
 

@@ -343,6 +343,18 @@ def table(results: list[dict]) -> str:
                 f"{d_off['tokens']:,}, {d_off['supervised']:,} | {d_on['rows']:,}, "
                 f"{d_on['tokens']:,}, {d_on['supervised']:,} |"
             )
+        if "loop" in off:  # DFlash: vLLM's schedule offline (bench/acceptance_eval.py)
+            loff, lon = off["loop"], on["loop"]
+            lines += [
+                "| offline on vLLM's schedule (each block anchored after the accepted tokens "
+                "and the correction, float32 text): acceptance rate (accepted / drafted tokens, "
+                f"{loff['drafts']:,} and {lon['drafts']:,} drafts) "
+                f"| {pct(loff['accepted'] / max(loff['drafted'], 1))} "
+                f"| {pct(lon['accepted'] / max(lon['drafted'], 1))} |",
+                "| the same, accepted tokens per draft position | "
+                f"{', '.join(map(str, loff['per_position']))} "
+                f"| {', '.join(map(str, lon['per_position']))} |",
+            ]
         if f"vllm_{key_off}" in r:
             voff, von = r[f"vllm_{key_off}"], r[f"vllm_{key_on}"]
             if voff["refused_as_saved"] or von["refused_as_saved"]:

@@ -18,7 +18,8 @@ the first rejection: accepted length = leading drafts that equal the verifier's 
   (``models/eagle3/metrics.py:align_for_step``). Every anchor in the generated part counts.
 - DFlash: ``_backbone_forward`` (anchors drawn by upstream, seeded); block slot ``i >= 1`` of
   the block anchored at ``a`` predicts the greedy token at ``a + i - 1`` (``sample_from_anchor``
-  off); STEPS = block size - 1 drafts per block.
+  off); STEPS = block size - 1 drafts per block. Also the speculative loop on vLLM's schedule
+  (``dflash_speculative_loop``): the figure to set beside vLLM's counters.
 - Targets: ``verifier_lm_head(verifier_norm(h))`` of the loaded drafter (the modules the
   trainer computes its targets with) against the same greedy tokens.
 """
@@ -107,6 +108,38 @@ def dflash_matches(model, rows: list, prompts: list[int], max_anchors: int) -> t
     return torch.cat(found)
 
 
+def dflash_speculative_loop(model, rows: list, prompts: list[int]) -> dict:
+    """vLLM's schedule, offline: from the first generated position, the block anchored at the
+    bonus token drafts, its leading matches with the text are accepted, and the next block is
+    anchored after them and the verifier's correction. Counts what vLLM's counters count, on
+    the float32 text; the random anchors of ``dflash_matches`` instead weigh every position
+    alike, so a row where the verifier repeats one token adds an anchor per repetition."""
+    block = model.block_size
+    drafts = accepted = 0
+    per_position = [0] * (block - 1)
+    for row, prompt in zip(rows, prompts, strict=True):
+        length, anchor = len(row.input_ids), prompt
+        while anchor + block < length:
+            end = anchor + block + 1
+            mask = torch.zeros(1, end, dtype=torch.bool)
+            mask[0, anchor] = True  # the one anchor: upstream draws it from the loss mask
+            with torch.no_grad():
+                _, logits, *_ = model._backbone_forward(
+                    row.aux[None, :end], row.input_ids[None, :end], mask,
+                    row.pre_norm[None, :end], torch.zeros(1, end, dtype=torch.long),
+                    torch.arange(end)[None], max_anchors=1,
+                )  # fmt: skip
+            proposed = logits[0].argmax(-1)[1:block]
+            truth = row.greedy[anchor : anchor + block - 1]
+            run = 0
+            while run < block - 1 and proposed[run] == truth[run]:
+                per_position[run] += 1
+                run += 1
+            drafts, accepted, anchor = drafts + 1, accepted + run, anchor + run + 1
+    return {"drafts": drafts, "drafted": drafts * (block - 1), "accepted": accepted,
+            "per_position": per_position}  # fmt: skip
+
+
 def target_agreement(model, rows: list, prompts: list[int]) -> float:
     hits = total = 0
     for row, prompt in zip(rows, prompts, strict=True):
@@ -128,6 +161,8 @@ def main(checkpoint: Path, heldout: Path, speculator_type: str, steps: int) -> N
     else:
         matches = eagle3_matches(model, rows, prompts, steps)
     result = tally(matches)
+    if speculator_type == "dflash":
+        result["loop"] = dflash_speculative_loop(model, rows, prompts)
     result["targets"] = round(target_agreement(model, rows, prompts), 5)
     result["verifier_norm"] = type(model.verifier_norm).__name__
     print(json.dumps(result))

@@ -105,17 +105,32 @@ class ReadConversation(list[dict[str, Any]]):
     normalize.py ``cut_turns``: a plain list goes on); the row guard reads ``context`` to keep
     those turns out of the loss mask (data/render/weights.py)."""
 
-    __slots__ = ("context",)
+    __slots__ = ("context", "context_read")
 
     def __init__(self, turns: list[dict[str, Any]], context: list[int]) -> None:
         super().__init__(turns)
         self.context: tuple[int, ...] = tuple(context)
+        #: set when the row guard reads ``context`` (``context_of``): the conversations stage
+        #: checks it after upstream's batch, so a hand-over that did not arrive is loud
+        self.context_read = False
 
 
 def context_of(conversation: Any) -> tuple[int, ...]:
     """The weight-0 assistant turns ``conversation`` carries (``ReadConversation``); none for
     any other (a conversation our reader did not read)."""
-    return conversation.context if isinstance(conversation, ReadConversation) else ()
+    if not isinstance(conversation, ReadConversation):
+        return ()
+    conversation.context_read = True
+    return conversation.context
+
+
+def unread_contexts(conversations: list[Any]) -> int:
+    """How many of ``conversations`` carry weight-0 turns the row guard never read (it is off,
+    failed, or a release copied the conversation on the way): they would be trained on."""
+    return sum(
+        isinstance(c, ReadConversation) and bool(c.context) and not c.context_read
+        for c in conversations
+    )
 
 
 def stage_order(path: str) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from speculators_qwen_compat.core.errors import DataError
+from speculators_qwen_compat.core.errors import CompatError, DataError
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import (
@@ -45,7 +45,7 @@ from speculators_qwen_compat.data.read.unreadable import (
 from speculators_qwen_compat.data.render import weights
 from speculators_qwen_compat.data.render.render import arguments_as_mappings
 from speculators_qwen_compat.fixes import route
-from speculators_qwen_compat.fixes.route import ReadConversation
+from speculators_qwen_compat.fixes.route import ReadConversation, unread_contexts
 
 LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path", "num_proc"))
 PATH_ONLY_LOADER = Target(PREPROCESSING, "load_raw_dataset", params=("train_data_path",), arity=1)
@@ -114,7 +114,17 @@ class ConversationsFix(Fix):
                 multimodal = processor_media.is_multimodal(processor) if local_template else None
                 read = read_batch(examples, local_template, release_roles, multimodal)
                 bound.arguments["examples"] = read
-                return call(wrapped, bound)
+                out = call(wrapped, bound)
+                unread = unread_contexts(read["conversations"])
+                if unread:
+                    raise CompatError(
+                        f"{unread} conversation(s) have assistant turns marked weight 0 (or "
+                        "train: false) that the row guard never received, so they would be "
+                        "trained on: the row_guard fix is off or did not apply (run "
+                        "`python -m speculators_qwen_compat status`); switch it on, or drop "
+                        "the weights from the data if those turns should be trained"
+                    )
+                return out
 
         # Called once per row: its two arguments are read at their place in upstream's own
         # signature (NORMALIZE requires ``conv`` by name), not through a full bind.

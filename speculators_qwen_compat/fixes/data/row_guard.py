@@ -289,12 +289,12 @@ def _guard_render_rows(found: Found, patcher: Patcher) -> None:
         sources = state.sources
         where = sources[idx] if sources and isinstance(idx, int) else f"row {idx} of its batch"
         state.error = None
+        context = context_of(arguments["conv"])  # read first: a rejected row is read too
         try:
             rows = wrapped(*args, **kwargs)
         except Exception as exc:
             ledger.reject(exc, where)
             return None  # upstream's "unusable conversation"
-        context = context_of(arguments["conv"])
         if rows and context:
             rows = weights.drop_context_rows(rows, list(context))
         if rows is None:

@@ -14,8 +14,15 @@ from typing import Any
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.data.render import render as local_renderer
+from speculators_qwen_compat.data.render.weights import (
+    assistant_ordinals,
+    drop_context_rows,
+    unset_matches,
+    unset_runs,
+)
 from speculators_qwen_compat.fixes.data.local_render import LOCAL
 from speculators_qwen_compat.fixes.data.mask_probe import supports_assistant_mask
+from speculators_qwen_compat.fixes.route import context_of
 
 HF_MASK = "hf-assistant-mask"
 PATTERN = "pattern"
@@ -60,10 +67,16 @@ class MaskStrategy:
     def rows(self, conversation: list[dict[str, Any]], tools: Any, max_length: int) -> list[Row]:
         """The rows this conversation gives; raises what the release's render raises."""
         tools = self._tools(tools)
+        # weight-0 assistant turns (route.py ReadConversation): context, as the run keeps them
+        context = list(context_of(conversation))
+        ordinals = assistant_ordinals(conversation, context)
+        assistant_turns = sum(turn.get("role") == "assistant" for turn in conversation)
         if self.kind == RENDER_BOUNDARY:
             built = self.preprocessing._render_boundary_rows(
                 conversation, self.endpoint, max_length, tools=tools
             )
+            # the run's row guard drops the rows of weight-0 turns (fixes/data/row_guard.py)
+            built = drop_context_rows(built, context)
             return [Row(r["input_ids"][:max_length], r["loss_mask"][:max_length]) for r in built]
         if self.kind == HF_MASK:
             encoded = self.tokenizer.apply_chat_template(
@@ -74,6 +87,8 @@ class MaskStrategy:
                 return_dict=True,
             )
             ids, mask = list(encoded["input_ids"]), list(encoded["assistant_masks"])
+            if ordinals:  # the run's row guard unsets the weight-0 turns' spans the same way
+                unset_runs(mask, ordinals, assistant_turns, clipped=False)
             return [Row(ids[:max_length], [int(m) for m in mask[:max_length]])]
         text = self.tokenizer.apply_chat_template(conversation, tools=tools, tokenize=False)
         encoded = self.tokenizer(
@@ -86,6 +101,9 @@ class MaskStrategy:
         mask = self.preprocessing._create_loss_mask_from_offsets(
             text, encoded["offset_mapping"], self.pattern
         )
+        if ordinals:
+            offsets = encoded["offset_mapping"]
+            unset_matches(mask, text, offsets, self.pattern, ordinals, assistant_turns)
         return [Row(list(encoded["input_ids"]), [int(m) for m in mask])]
 
     def _tools(self, tools: Any) -> Any:

@@ -202,15 +202,7 @@ def serve(data: Path, drafter: Path | None, steps: int, work: Path, method: str 
                str((data / "verifier").resolve()), str(drafter or "none"),
                str(data / "heldout_prompts.json"), str(steps), method]  # fmt: skip
     started = time.monotonic()
-    # vLLM's engine socket is <scratch>/<uuid4>: a Unix socket path holds 107 bytes, so the
-    # scratch folder is a short one of the system's, not one under a checkout of any depth
-    with ONE_SERVER, tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
-        env = vllm_server.vllm_env(Path(scratch), torchvision=True)
-        out = run(command, work / "logs" / f"vllm-{label}.log", env)
-    line = next((x for x in out.splitlines() if x.startswith("ACCEPTANCE ")), None)
-    if line is None:
-        fail(f"vLLM printed no counters (log {work / 'logs' / f'vllm-{label}.log'})")
-    result = json.loads(line[len("ACCEPTANCE ") :])
+    result = json.loads(run_in_vllm(command, work / "logs" / f"vllm-{label}.log", "ACCEPTANCE"))
     result["seconds"] = round(time.monotonic() - started, 1)
     if "refused" in result:  # the engine's own error line, from its process's log
         log = (work / "logs" / f"vllm-{label}.log").read_text(errors="replace").splitlines()
@@ -227,14 +219,21 @@ def verifier_agreement(data: Path, work: Path) -> dict:
         return json.loads(kept.read_text())
     command = [str(vllm_server.VLLM_PYTHON), str(ROOT / "bench" / "acceptance_teacher.py"),
                str((data / "verifier").resolve()), str(data / "heldout_prompts.json")]  # fmt: skip
+    kept.write_text(run_in_vllm(command, work / "logs" / f"teacher-{data.name}.log", "TEACHER"))
+    return json.loads(kept.read_text())
+
+
+def run_in_vllm(command: list[str], log: Path, tag: str) -> str:
+    """Run a bench script in the vLLM venv, one vLLM at a time; the JSON of its ``TAG`` line."""
+    # vLLM's engine socket is <scratch>/<uuid4>: a Unix socket path holds 107 bytes, so the
+    # scratch folder is a short one of the system's, not one under a checkout of any depth
     with ONE_SERVER, tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
         env = vllm_server.vllm_env(Path(scratch), torchvision=True)
-        out = run(command, work / "logs" / f"teacher-{data.name}.log", env)
-    line = next((x for x in out.splitlines() if x.startswith("TEACHER ")), None)
+        out = run(command, log, env)
+    line = next((x for x in out.splitlines() if x.startswith(f"{tag} ")), None)
     if line is None:
-        fail(f"the teacher-forced vLLM run printed nothing (log {work / 'logs'})")
-    kept.write_text(line[len("TEACHER ") :])
-    return json.loads(kept.read_text())
+        fail(f"{command[1]} printed no {tag} line (log {log})")
+    return line[len(tag) + 1 :]
 
 
 def without_m_rope(checkpoint: Path) -> Path:

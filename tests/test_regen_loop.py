@@ -1,8 +1,8 @@
 """regenerate-responses' loop and files against a fake post function (issue 33, items 1-9):
 pairing by tool name, both reasoning keys, cut thinking kept, one conversation's 5xx with the
 server alive or dead, the consecutive-failure limit, the read timeout, a server without a tool
-parser, the pre-check judging only what is sent (linear), the torn line, the lock and a resume
-that adds nothing.
+parser, the template check judging only what is sent (on a refused first prompt), the torn
+line, the lock and a resume that adds nothing.
 
 Rows are built by upstream's own ``_sample_from_response`` and tool answers by its
 ``_tool_result_message`` (speculators 0.8+); the oracle is the fake server's own log of what it
@@ -183,25 +183,43 @@ def test_an_answered_conversation_resets_the_consecutive_count(run_state: Any) -
     assert run_state.stop is None and run_state.consecutive == 0
 
 
-def test_an_error_of_the_precheck_itself_is_a_counted_bug_under_the_error_limit(
+def test_an_error_of_the_template_check_itself_is_a_counted_bug_under_the_error_limit(
     run_state: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A tokenizer that breaks during the template pre-check (not a data problem) fails the
-    conversation counted like any other bug, and past the error limit stops the run."""
+    """A tokenizer that breaks during the template check of a refused first prompt (not a data
+    problem) fails the conversation counted like any other bug, and past the error limit stops
+    the run."""
 
     def broken(self: Any) -> None:
         raise RuntimeError("the tokenizer broke")
 
+    def refusing() -> FakeServer:
+        return FakeServer(RuntimeError(f'HTTP 400 from {URL}: {{"message": "refused"}}'))
+
     monkeypatch.setattr(plan_module.Plan, "check", broken)
     question = {"messages": [{"role": "user", "content": "q"}]}
-    samples, outcome = run(question, FakeServer(), tokenizer=object())
+    samples, outcome = run(question, refusing(), tokenizer=object())
     assert isinstance(outcome, RuntimeError) and not samples
     assert run_state.tally.errors == 1 and dict(run_state.tally.failed) == {BUG: 1}
     run_state.tally.conversations_in = 1
     assert run_state.tally.counted() == 1  # the counts add up
     for _ in range(ERROR_LIMIT):
-        run(question, FakeServer(), tokenizer=object())
+        run(question, refusing(), tokenizer=object())
     assert run_state.stop and "the tokenizer broke" in run_state.stop
+
+
+def test_an_answered_conversation_is_never_rendered_here(
+    run_state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The template check costs nothing on the good path: the server's template judged it."""
+
+    def broken(self: Any) -> None:
+        raise AssertionError("rendered although the server answered")
+
+    monkeypatch.setattr(plan_module.Plan, "check", broken)
+    samples, outcome = run({"messages": [{"role": "user", "content": "q"}]},
+                           FakeServer(reply("Ok.")), tokenizer=object())  # fmt: skip
+    assert outcome is False and len(samples) == 1 and run_state.tally.errors == 0
 
 
 def test_the_request_timeout_bounds_each_try_and_is_named(run_state: Any) -> None:
@@ -254,7 +272,7 @@ def test_the_same_refusal_for_every_tool_conversation_is_the_servers(run_state: 
     assert sum(run_state.tally.failed.values()) == loop.ALIKE_REFUSALS
 
 
-def test_the_precheck_judges_only_what_is_sent(qwen36_dir: Path) -> None:
+def test_the_template_check_judges_only_what_is_sent(qwen36_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
     zero = {"messages": [{"role": "user", "content": "q"},
                          {"role": "assistant", "content": "OK.", "weight": 0}]}  # fmt: skip
@@ -274,7 +292,11 @@ def test_the_precheck_judges_only_what_is_sent(qwen36_dir: Path) -> None:
     assert plan[0].lead == [{"role": "user", "content": "from the field"}]
 
 
-def test_the_precheck_is_linear_in_turns(qwen36_dir: Path, monkeypatch: Any) -> None:
+def test_the_template_check_renders_the_first_prompt_once(
+    qwen36_dir: Path, monkeypatch: Any
+) -> None:
+    """The check runs on a refusal only and renders what was refused: the first prompt, once,
+    as text, whatever the conversation's length."""
     tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
     renders: list[int] = []
     original = type(tokenizer).apply_chat_template
@@ -287,15 +309,41 @@ def test_the_precheck_is_linear_in_turns(qwen36_dir: Path, monkeypatch: Any) -> 
     turns = []
     for index in range(40):
         turns += [{"role": "user", "content": f"q{index}"}, {"role": "assistant", "content": "a"}]
-    plan, _ = plan_row({"messages": turns}, tokenizer=tokenizer)
-    assert plan.check() is None and len(plan) == 40
-    assert len(renders) == 1, renders  # the whole conversation, once (text: no tokenizing)
     late = [*turns[:20], {"role": "system", "content": "late"}, *turns[20:]]
-    renders.clear()
     plan, _ = plan_row({"messages": late}, tokenizer=tokenizer)
-    assert plan.check() is None and len(plan) == 10  # cut where the template refuses
-    assert plan.stop_reason == "System message must be at the beginning."
-    assert len(renders) <= 2 + 7, renders  # a bisection, not a render per step
+    assert plan.check() is None and len(plan) == 40  # later prompts are the server's to judge
+    assert renders == [1], renders
+    assert plan.check() is None and renders == [1]  # once
+    renders.clear()
+    first = [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}, *turns]
+    plan, _ = plan_row({"messages": first}, tokenizer=tokenizer)
+    assert plan.check() == "System message must be at the beginning."
+    assert renders == [2], renders
+
+
+def test_a_refused_first_prompt_is_skipped_when_the_template_refuses_it_too(
+    run_state: Any, qwen36_dir: Path
+) -> None:
+    """The server's 400 on a first prompt the target's template also rejects is the data's:
+    skipped with the template's words, no failure, no error record; one the template renders
+    is the server's refusal, failed with the server's words."""
+    tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
+    words = "System message must be at the beginning."
+
+    def refusing() -> FakeServer:
+        return FakeServer(RuntimeError(f'HTTP 400 from {URL}: {{"message": "{words}"}}'))
+
+    late = {"messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "s"}]}
+    server = refusing()
+    samples, outcome = run(late, server, tokenizer=tokenizer)
+    assert not samples and outcome is False and len(server.sent) == 1
+    assert dict(run_state.tally.skipped) == {words: 1}
+    assert not run_state.tally.failed and run_state.tally.errors == 0
+    fine = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]}
+    samples, outcome = run(fine, refusing(), tokenizer=tokenizer)
+    assert not samples and isinstance(outcome, loop.NothingRegenerated)
+    assert sum(run_state.tally.failed.values()) == 1 and dict(run_state.tally.skipped) == {words: 1}
+    assert words in next(iter(run_state.tally.failed))
 
 
 def test_a_torn_last_line_is_counted_kept_aside_and_cut(tmp_path: Path) -> None:
@@ -713,8 +761,9 @@ def test_ctrl_c_says_where_the_rows_are_and_a_second_one_ends_the_wait(
 
 
 def test_a_first_prompt_reaching_max_tokens_is_warned_by_the_servers_count(run_state: Any) -> None:
-    """The pre-check renders text only (no tokenizing): the prompt's length is the server's,
-    from its answer (``prompt_token_ids``), counted once per conversation."""
+    """Nothing is tokenized here (the template check renders text, on a refusal only): the
+    prompt's length is the server's, from its answer (``prompt_token_ids``), counted once per
+    conversation."""
     server = FakeServer(reply("Ok.", prompt=1200), reply("Ok.", prompt=1300))
     row = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                         {"role": "user", "content": "c"}]}  # fmt: skip

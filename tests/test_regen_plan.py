@@ -1,8 +1,7 @@
 """What regenerate-responses plans for a row before any request (regenerate/plan.py): one step
 per user turn, the data's tool results named by the tool they answer, results before any call
-kept as context, template rejections found by
-the target's own template (``Plan.check``) (the demo's strict
-Qwen3.6-style one, rendered by transformers)."""
+kept as context, and a refused first prompt named by the target's own template
+(``Plan.check``: the demo's strict Qwen3.6-style one, rendered by transformers)."""
 
 from __future__ import annotations
 
@@ -77,7 +76,7 @@ def test_rows_without_a_question_are_skipped_with_a_reason(messages: list, reaso
         plan_row({"messages": messages})
 
 
-def test_the_template_cuts_the_plan_where_it_refuses(qwen36_dir) -> None:
+def test_the_template_names_a_refused_first_prompt(qwen36_dir) -> None:
     tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
     row = {
         "messages": [
@@ -88,8 +87,8 @@ def test_the_template_cuts_the_plan_where_it_refuses(qwen36_dir) -> None:
         ]
     }
     plan, _ = plan_row(row, tokenizer=tokenizer)
-    assert plan.check() is None  # the check runs in the worker, off the event loop
-    assert len(plan) == 1 and plan.stop_reason == "System message must be at the beginning."
+    assert plan.check() is None  # the first prompt renders; the second is the server's
+    assert len(plan) == 2
     late_first = [{"role": "user", "content": "q"}, {"role": "system", "content": "late"}]
     plan, _ = plan_row({"messages": late_first}, tokenizer=tokenizer)
     assert plan.check() == "System message must be at the beginning."
@@ -100,7 +99,8 @@ def test_an_image_conversation_this_venv_cannot_render_is_left_to_the_server(
 ) -> None:
     """Regeneration needs no Pillow or image processor (the server renders the images): where
     local rendering cannot read images (MediaUnavailable: here Pillow made unimportable) the
-    pre-check leaves the conversation whole, to be sent; before, it was counted an error."""
+    template check has no words on it (``Plan.check`` is None): the server's refusal stands as
+    its failure; before, it was counted an error."""
     import shutil
     import sys
 
@@ -125,4 +125,4 @@ def test_an_image_conversation_this_venv_cannot_render_is_left_to_the_server(
     }  # fmt: skip
     plan, _ = plan_row(row, tokenizer=tokenizer)
     assert plan.check() is None
-    assert len(plan) == 2 and plan.stop_reason is None and plan.pending is None
+    assert len(plan) == 2 and plan.pending is None

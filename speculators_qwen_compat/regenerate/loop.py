@@ -85,14 +85,6 @@ async def regenerate(
     prefix: list[dict[str, Any]] = []
     reason = said = None
     try:
-        if plan.pending is not None:  # a tokenizer's own error here is a bug, counted below
-            # a long conversation is rendered in a thread, off the event loop that feeds the
-            # requests; a short one here (its render costs less than the hop to a thread)
-            long = sum(_text_size(m) for m in prefix_of(plan)) >= THREAD_RENDER_BYTES
-            skip = await asyncio.to_thread(plan.check) if long else plan.check()
-            if skip:
-                tally.skipped[skip] += 1
-                return False
         for step in plan:
             prefix.extend(step.lead)
             reason = await _step(
@@ -101,9 +93,13 @@ async def regenerate(
             )  # fmt: skip
             if reason:
                 break
-        else:
-            reason = plan.stop_reason
     except Refused as exc:
+        # the server's template judged the prompt; a first prompt refused is the data's
+        # (skipped) when the target's template, run here, refuses it too (its words)
+        skip = await _template_skip(plan, item) if not samples else None
+        if skip:
+            tally.skipped[skip] += 1
+            return False
         reason, said = str(exc), exc.said
         if item.get("tools") and not samples:
             _tool_refusal(reason)
@@ -147,14 +143,24 @@ def _count(tally: Any, item: dict[str, Any], reason: str | None, rows: int) -> N
 
 
 LONG_PROMPT = "conversations whose first prompt alone reaches --max-tokens"
-#: conversations with at least this much text are rendered in a thread (bench/regen_loop.py:
+#: a refused first prompt with at least this much text is rendered in a thread (bench/regen_loop.py:
 #: a short one's render, a fraction of a millisecond, costs less than the hop)
 THREAD_RENDER_BYTES = 32 * 1024
 
 
-def prefix_of(plan: Plan) -> list[dict[str, Any]]:
-    """Every message the plan sends (its steps' leads)."""
-    return [message for step in plan for message in step.lead]
+async def _template_skip(plan: Plan, item: dict[str, Any]) -> str | None:
+    """The template's words when it refuses the plan's first prompt (``Plan.check``), else
+    None; a tokenizer's own error here is a bug, counted. A long first prompt is rendered in a
+    thread, off the event loop that feeds the requests; a short one here (its render costs
+    less than the hop to a thread)."""
+    if plan.pending is None or not plan:
+        return None
+    try:
+        long = sum(_text_size(m) for m in plan[0].lead) >= THREAD_RENDER_BYTES
+        return await asyncio.to_thread(plan.check) if long else plan.check()
+    except Exception as exc:
+        run_state.count_error(exc, str(item.get("primary_id")))
+        raise
 
 
 def _text_size(message: dict[str, Any]) -> int:

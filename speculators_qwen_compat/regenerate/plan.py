@@ -1,8 +1,8 @@
-"""What regenerate-responses will send for one conversation, and the template's pre-check of it.
+"""What regenerate-responses will send for one conversation, and the template's words on it.
 
 Why: upstream keeps only system and user turns and splices results back by position
 (docs/upstream.md, "Regenerate responses"). A row becomes a ``Plan`` through prepare_data's
-normaliser; ``Plan.check`` renders what is sent once, bisecting only on a rejection.
+normaliser; ``Plan.check`` renders a refused first prompt: the data's refusal or the server's.
 """
 
 from __future__ import annotations
@@ -49,38 +49,32 @@ class Step:
 
 
 class Plan(list):
-    """A conversation's steps (a list, so it travels in upstream's ``turns`` slot), with where
-    the template stops it (``stop_reason``: the steps after the last one are not asked for) and
-    the template check still to run (``pending``: the tokenizer and the tools; ``check``)."""
+    """A conversation's steps (a list, so it travels in upstream's ``turns`` slot), with the
+    template check that may run (``pending``: the tokenizer and the tools; ``check``)."""
 
-    stop_reason: str | None = None
     notes: list[str]
     pending: tuple[Any, Any] | None
 
-    def __init__(self, steps: list[Step], stop_reason: str | None = None) -> None:
+    def __init__(self, steps: list[Step]) -> None:
         super().__init__(steps)
-        self.stop_reason = stop_reason
         self.notes = []
         self.pending = None
 
     def check(self) -> str | None:
-        """Run the pending template check (once); the skip reason when no step is left."""
-        if self.pending is None:
+        """The template's words when it refuses the first prompt (rendered once), else None."""
+        if self.pending is None or not self:
             return None
         from speculators_qwen_compat.data.render.media import MediaUnavailable
 
         tokenizer, tools = self.pending
         self.pending = None
         try:
-            check_template(self, tokenizer, tools)
-        except BadConversation as exc:
-            return str(exc)
+            outcome = _render(tokenizer, list(self[0].lead), tools)
         except MediaUnavailable:
             # This venv cannot render images (no Pillow or image processor): not the data's
-            # fault nor a bug; the server renders them, so its template judges this one (its
-            # first prompt's length is not known here: no long-prompt warning).
-            pass
-        return None
+            # fault nor a bug; the server's refusal stands as the conversation's failure.
+            return None
+        return reason_of(outcome) if isinstance(outcome, BaseException) else None
 
 
 def plan_row(
@@ -90,7 +84,7 @@ def plan_row(
     result_names: ResultNames | None = None,
 ) -> tuple[Plan, Any]:
     """(the steps, the tools in the OpenAI shape or None) of one row; with a tokenizer the
-    template check is left pending on the plan (``Plan.check``, run off the event loop);
+    template check is left pending on the plan (``Plan.check``, run on a refusal);
     BadConversation with the reason if nothing can be sent."""
     fallback = _prompt(row, prompt_field)
     try:
@@ -193,45 +187,6 @@ def steps_of(turns: list[dict[str, Any]], result_names: ResultNames | None = Non
     if any(m["role"] == "user" for m in lead):
         steps.append(Step(lead))
     return steps
-
-
-def check_template(plan: Plan, tokenizer: Any, tools: Any) -> None:
-    """Render what is sent with the target's template (module docstring): the whole
-    conversation once (the first step's prompt too when it is refused); on a rejection,
-    bisect the steps for the first one refused and cut the plan there (BadConversation when it
-    is the first). Text only: nothing is tokenized here (the server counts the prompt's tokens,
-    loop.py reads them from its answer), so a long message costs one render, not its ids."""
-    sent = sent_prefixes(plan)
-    whole = _render(tokenizer, sent[-1], tools)
-    if not isinstance(whole, BaseException):
-        return
-    first = _render(tokenizer, sent[0], tools) if len(sent) > 1 else whole
-    if isinstance(first, BaseException):
-        raise BadConversation(reason_of(first)) from None
-    good, bad = 0, len(sent) - 1  # sent[good] renders, sent[bad] is refused
-    refusal: BaseException = whole
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        outcome = _render(tokenizer, sent[middle], tools)
-        if isinstance(outcome, BaseException):
-            bad, refusal = middle, outcome
-        else:
-            good = middle
-    plan.stop_reason = reason_of(refusal)
-    del plan[bad:]
-
-
-def sent_prefixes(plan: Plan) -> list[list[dict[str, Any]]]:
-    """For each step, the messages sent up to its reply, the replies not known yet (an empty
-    assistant turn stands for each earlier reply)."""
-    prefixes: list[list[dict[str, Any]]] = []
-    messages: list[dict[str, Any]] = []
-    for index, step in enumerate(plan):
-        if index:
-            messages = [*messages, {"role": "assistant", "content": ""}]
-        messages = [*messages, *step.lead]
-        prefixes.append(messages)
-    return prefixes
 
 
 def _render(tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> Any:

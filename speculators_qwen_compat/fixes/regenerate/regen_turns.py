@@ -85,7 +85,7 @@ def _skip_line(reason: str) -> None:
 
 def _build_detokenizer(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Upstream loads ``--model`` as a tokenizer for the review-only text; the same tokenizer
-    object (held by its decoder) is the one the rows are checked against: one load. The
+    object (held by its decoder) renders a first prompt the server refused: one load. The
     decoder handed back writes the same text for less CPU (``review_decoder``)."""
     detokenize = wrapped(*args, **kwargs)
     state = regen_state.current()

@@ -138,7 +138,7 @@ class Cases:
             file.write(b'{"id": "kill-7_gen0", "primary_id": "kill-7", "input_ids": [1, 2')
         code, line = self.run(work, "data.jsonl", "--resume")
         out.append(("SIGKILL + torn last line, then --resume", code, rows(work), line))
-        # 7. a stopped run's counts (no server: 20 conversations in)
+        # 7. a stopped run's counts (no server: every conversation of regen_data.py in)
         work = self.folder("dead")
         regen_data.write(work / "data.jsonl")
         dead = f"http://127.0.0.1:{vllm_server.free_port()}"

@@ -154,6 +154,15 @@ def rows() -> list[dict[str, Any]]:
                 {"role": "user", "content": "second"},
             ],
         },
+        # a system message after the first user turn: the server and the target's own template
+        # both refuse the first prompt, so the data is at fault (skipped, not failed)
+        {
+            "id": "system-second",
+            "messages": [
+                {"role": "user", "content": "first"},
+                {"role": "system", "content": "late instruction"},
+            ],
+        },
         # thinking longer than --max-tokens: at the second step, and at the first
         {
             "id": "long-second",
@@ -220,6 +229,7 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
     "empty": ("skipped", "conversation is empty"),
     "no-role": ("skipped", "turn without a role"),
     "late-system": ("cut", "System message must be at the beginning.", 1),
+    "system-second": ("skipped", "System message must be at the beginning."),
     "long-second": ("cut", "reply still thinking at --max-tokens", 2),
     "long-first": ("cut", "reply still thinking at --max-tokens", 1),
     "weight-zero": ("regenerated", 1),

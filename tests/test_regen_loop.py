@@ -346,6 +346,41 @@ def test_a_refused_first_prompt_is_skipped_when_the_template_refuses_it_too(
     assert words in next(iter(run_state.tally.failed))
 
 
+def test_a_later_refusal_cuts_even_where_the_first_prompt_breaks_the_template(
+    run_state: Any, qwen36_dir: Path
+) -> None:
+    """A server that answered the first prompt (a more lenient template) has the last word on
+    it: a later refusal cuts the conversation with the server's words, its row kept, never a
+    skip of a conversation with rows written."""
+    tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
+    row = {"messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "s"},
+                        {"role": "assistant", "content": "a"},
+                        {"role": "user", "content": "q2"}]}  # fmt: skip
+    server = FakeServer(
+        reply("Ok."), RuntimeError(f'HTTP 400 from {URL}: {{"message": "too long now"}}')
+    )
+    samples, outcome = run(row, server, tokenizer=tokenizer)
+    assert len(samples) == 1 and outcome is True and len(server.sent) == 2
+    assert not run_state.tally.skipped and not run_state.tally.failed
+    assert list(run_state.tally.cut_short) == ["too long now"]
+
+
+def test_tool_conversations_the_template_skips_never_read_as_a_missing_tool_parser(
+    run_state: Any, qwen36_dir: Path
+) -> None:
+    """Alike refusals of tool conversations stop the run as a server without a tool parser;
+    ones the target's template refuses too are the data's, skipped, and do not add to them."""
+    tokenizer = AutoTokenizer.from_pretrained(qwen36_dir)
+    words = "System message must be at the beginning."
+    row = {**AGENTIC, "messages": [AGENTIC["messages"][0], {"role": "system", "content": "s"}]}
+    for _ in range(loop.ALIKE_REFUSALS + 1):
+        server = FakeServer(RuntimeError(f'HTTP 400 from {URL}: {{"message": "{words}"}}'))
+        samples, outcome = run(row, server, tokenizer=tokenizer)
+        assert not samples and outcome is False
+    assert run_state.stop is None
+    assert dict(run_state.tally.skipped) == {words: loop.ALIKE_REFUSALS + 1}
+
+
 def test_a_torn_last_line_is_counted_kept_aside_and_cut(tmp_path: Path) -> None:
     final = tmp_path / "out.jsonl"
     rows = b'{"id": "a_gen0", "primary_id": "a"}\n{"id": "b_gen0", "primary_id": "b"}\n'

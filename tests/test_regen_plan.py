@@ -94,13 +94,13 @@ def test_the_template_names_a_refused_first_prompt(qwen36_dir) -> None:
     assert plan.check() == "System message must be at the beginning."
 
 
-def test_an_image_conversation_this_venv_cannot_render_is_left_to_the_server(
+def test_an_image_conversation_is_judged_by_its_text_in_a_venv_without_pillow(
     qwen36_dir, tmp_path, monkeypatch
 ) -> None:
-    """Regeneration needs no Pillow or image processor (the server renders the images): where
-    local rendering cannot read images (MediaUnavailable: here Pillow made unimportable) the
-    template check has no words on it (``Plan.check`` is None): the server's refusal stands as
-    its failure; before, it was counted an error."""
+    """Regeneration needs no Pillow or image processor (the server reads the images): with
+    Pillow made unimportable and an image file that is not one, the template check renders
+    the image part as the template's placeholder: no words on a good first prompt, the
+    template's words on a bad one (once it was counted an error)."""
     import shutil
     import sys
 
@@ -126,3 +126,6 @@ def test_an_image_conversation_this_venv_cannot_render_is_left_to_the_server(
     plan, _ = plan_row(row, tokenizer=tokenizer)
     assert plan.check() is None
     assert len(plan) == 2 and plan.pending is None
+    late = {"messages": [*row["messages"][:1], {"role": "system", "content": "late"}]}
+    plan, _ = plan_row(late, tokenizer=tokenizer)
+    assert plan.check() == "System message must be at the beginning."

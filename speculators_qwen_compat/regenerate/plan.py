@@ -61,19 +61,13 @@ class Plan(list):
         self.pending = None
 
     def check(self) -> str | None:
-        """The template's words when it refuses the first prompt (rendered once), else None."""
+        """The template's words when it refuses the first prompt (rendered once, as text: an
+        image part is the template's placeholder, never read here), else None."""
         if self.pending is None or not self:
             return None
-        from speculators_qwen_compat.data.render.media import MediaUnavailable
-
         tokenizer, tools = self.pending
         self.pending = None
-        try:
-            outcome = _render(tokenizer, list(self[0].lead), tools)
-        except MediaUnavailable:
-            # This venv cannot render images (no Pillow or image processor): not the data's
-            # fault nor a bug; the server's refusal stands as the conversation's failure.
-            return None
+        outcome = _render(tokenizer, list(self[0].lead), tools)
         return reason_of(outcome) if isinstance(outcome, BaseException) else None
 
 

@@ -2,7 +2,7 @@
 
 Targets: ``prepare_row`` (regenerate/plan.py), ``build_detokenizer`` (``review_decoder``: the
 same text, less CPU), ``load_input_dataset`` (regenerate/lines.py): upstream drops rows uncounted
-(docs/upstream.md, "Regenerate responses"). All before any request.
+(docs/upstream.md, "Regenerate responses"). The normaliser's skips come before any request.
 """
 
 from __future__ import annotations

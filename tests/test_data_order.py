@@ -17,11 +17,12 @@ from conftest import RELEASE
 from packaging.version import Version
 from programs.upstream_pins import FAILED, ORDER_FILES, write_order_folder
 
-from speculators_qwen_compat.data.read.files import local_json_files, read_rows
+from speculators_qwen_compat.data.read.files import read_rows
+from speculators_qwen_compat.data.read.sources import resolve
 
 
 def _our_order(folder: Path) -> list[str]:
-    rows = read_rows(local_json_files(str(folder)) or [], None, keep=100)
+    rows = read_rows(resolve(str(folder)).sources, None, keep=100)
     return [json.loads(line)["id"] for line in rows.lines]
 
 

@@ -308,6 +308,7 @@ def write_report(output: Path, outcome: Any, media_before: frozenset[str]) -> Pa
         "skipped": dict(tally.skipped.most_common()),
         "skipped_examples": tally.examples,
         "notes": dict(tally.notes.most_common()),
+        "data": tally.reads,
         "warnings": tally.warnings(),
         "columns": {
             name: dict(stats.columns.most_common())

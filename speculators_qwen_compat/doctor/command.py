@@ -116,7 +116,7 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     apply_data_flags(args)
     choose_processor_kwargs(getattr(args, "mm_processor_kwargs", None))
     media_paths.choose_root(getattr(args, "media_dir", None))
-    files = data_files(args.data)  # a wrong path fails before the slow imports
+    files, data_words = data_files(args.data)  # a wrong path fails before the slow imports
     pads_problem: str | None = None
     tokenizer = load_tokenizer(args.model)
     try:
@@ -124,6 +124,8 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     except TemplateUnusable as exc:
         raise CompatError(f"--model {args.model}: {exc}") from None
     print(f"model: {args.model}", file=out)
+    for said in data_words:
+        print(f"data: {said}", file=out)
     print_profile(profile, out)
 
     release, preprocessing = import_preprocessing()

@@ -16,12 +16,8 @@ from speculators_qwen_compat.data.account import ledger
 from speculators_qwen_compat.data.account.ledger import Ledger, Tally
 from speculators_qwen_compat.data.normalize import inline_media, processor_media
 from speculators_qwen_compat.data.normalize.normalize import BadConversation
-from speculators_qwen_compat.data.read.files import (
-    LINE_COLUMN,
-    SOURCE_COLUMN,
-    local_json_files,
-    read_rows,
-)
+from speculators_qwen_compat.data.read import sources
+from speculators_qwen_compat.data.read.files import LINE_COLUMN, SOURCE_COLUMN, read_rows
 from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, MaskStrategy, Row
 from speculators_qwen_compat.doctor.media_report import SHOWN, MediaReport, ReleaseProcessor, count
 from speculators_qwen_compat.fixes.data.conversations import read_batch
@@ -55,18 +51,21 @@ class DryRun:
         return self.tally.kept
 
 
-def data_files(specs: list[str]) -> list[Path]:
-    """The local files ``--data`` names; anything else is a fatal error."""
+def data_files(specs: list[str]) -> tuple[list[Path], list[str]]:
+    """The local files ``--data`` names, and what is worth saying of how each was read (a
+    Hub folder's split, files not read); anything else is a fatal error."""
     files: list[Path] = []
+    said: list[str] = []
     for spec in specs:
-        found = local_json_files(spec)
+        found = sources.resolve(spec)
         if found is None:
             raise CompatError(
                 f"--data {spec}: doctor reads local .json/.jsonl/.parquet files and folders, "
                 "save_to_disk folders and hf: data"
             )
-        files.extend(found)
-    return files
+        said += filter(None, [sources.words(found.record())])
+        files.extend(found.sources)
+    return files, said
 
 
 def dry_run(

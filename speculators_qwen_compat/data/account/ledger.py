@@ -41,10 +41,17 @@ class _Pending:
     quality: QualityStats = field(default_factory=QualityStats)
     kept: int = 0
     errors: list[list[str]] = field(default_factory=list)  # [where, reason, traceback]
+    reads: list[dict[str, Any]] = field(default_factory=list)  # data/read/sources.py records
 
     def __bool__(self) -> bool:
         return bool(
-            self.seen or self.skips or self.notes or self.quality or self.kept or self.errors
+            self.seen
+            or self.skips
+            or self.notes
+            or self.quality
+            or self.kept
+            or self.errors
+            or self.reads
         )
 
 
@@ -121,6 +128,13 @@ def note(text: str, count: int = 1) -> None:
         pending.notes[text] += count
 
 
+def data_read(record: dict[str, Any]) -> None:
+    """Record what one ``--data`` value was read as (data/read/sources.py ``record``): its
+    split, the files read and those not read, for the last line and the report."""
+    with _counting() as pending:
+        pending.reads.append(record)
+
+
 def quality() -> QualityStats:
     """The open batch's data-quality statistics, to add rows to (outside a batch: statistics
     nobody reads)."""
@@ -150,6 +164,8 @@ def _write(pending: _Pending) -> None:
             record["kept"] = pending.kept
         if pending.errors:
             record["errors"] = pending.errors
+        if pending.reads:
+            record["reads"] = pending.reads
         line = json.dumps(record, ensure_ascii=False)
         with open(os.path.join(directory, f"{os.getpid()}.jsonl"), "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
@@ -162,6 +178,10 @@ def _write(pending: _Pending) -> None:
         if text not in _warned_reasons:
             _warned_reasons.add(text)
             log.warning("%s", text)
+    from speculators_qwen_compat.data.read.sources import words
+
+    for said in filter(None, map(words, pending.reads)):
+        log.warning("%s", said)
 
 
 @dataclass
@@ -178,6 +198,8 @@ class Tally:
     kept: int = 0
     errors: int = 0
     first_error: list[str] | None = None  # [where, reason, traceback]
+    #: what each --data value was read as (data/read/sources.py ``record``), in order
+    reads: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def skipped_total(self) -> int:
@@ -224,6 +246,11 @@ class Tally:
                 f"; {self.errors} failed with an error that is not a data problem "
                 f"(first at {where or 'a row'}: {reason})"
             )
+        from speculators_qwen_compat.data.read.sources import words
+
+        for record in self.reads:
+            said = words(record)
+            line += f"; {said}" if said else ""
         warned = summary(self.warnings())
         return f"{line}; {warned}" if warned else line
 
@@ -251,6 +278,7 @@ class Ledger:
                         record.get("quality"),
                     )
                     tally.kept += record.get("kept", 0)
+                    tally.reads += record.get("reads", [])
                     for error in record.get("errors", []):
                         tally.errors += 1
                         if tally.first_error is None or (error[2] and not tally.first_error[2]):

@@ -3,6 +3,8 @@
 Why: upstream 0.8+ refuses inline images and sends images to vLLM as ``file://`` paths
 (docs/images.md, "Images held inline"). Each is written once, by an atomic rename, to
 ``<media folder>/<sha256>.<format>`` and named by path; with no media folder it is a counted skip.
+An image that does not decode (a PNG cut in half) is a counted skip and never written: the
+media folder holds only images the rows can use.
 """
 
 from __future__ import annotations
@@ -153,6 +155,7 @@ def store(data: bytes, form: str) -> str:
     target = folder / f"{hashlib.sha256(data).hexdigest()}.{ext}"
     if target.is_file() and target.stat().st_size == len(data):
         return str(target)  # written before (this run or an earlier one)
+    _check_whole(data)
     folder.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=_incoming_prefix(os.getpid()), dir=folder)
     try:
@@ -164,6 +167,25 @@ def store(data: bytes, form: str) -> str:
         Path(temporary).unlink(missing_ok=True)
         raise
     return str(target)
+
+
+def _check_whole(data: bytes) -> None:
+    """Raise the skip for bytes Pillow cannot decode, checked as local rendering checks a
+    file (data/render/media.py ``checked``: a PNG by its checksums, a JPEG at 1/8 scale).
+    Without Pillow nothing can decode an image here; the render's own check decides."""
+    import io
+
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    from speculators_qwen_compat.data.render import media, media_faults
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            media.checked(image)
+    except Exception as exc:  # OSError, SyntaxError (a broken PNG), DecompressionBombError
+        raise InlineMediaError(media_faults.reason(str(exc)) or media_faults.UNREADABLE) from None
 
 
 def from_base64(text: str, form: str) -> str:

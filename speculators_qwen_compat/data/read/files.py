@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from speculators_qwen_compat.core.errors import DataError, DataFileNotFoundError
-from speculators_qwen_compat.data.read import run_folders, table_rows
+from speculators_qwen_compat.core.errors import DataError
+from speculators_qwen_compat.data.read import compression, run_folders
 from speculators_qwen_compat.data.read.columns import (
     ColumnOptions,
     NoConversation,
@@ -28,7 +28,6 @@ from speculators_qwen_compat.data.read.columns import (
 LINE_COLUMN = "_compat_line"
 SOURCE_COLUMN = "_compat_source"
 PEEK_ROWS = 200
-JSON_SUFFIXES = (".json", ".jsonl")
 CHUNK_BYTES = 1 << 20
 BATCH_ROWS = 2000
 BATCH_CHARS = 32 << 20
@@ -50,52 +49,6 @@ class RawRows:
     sources: list[str] = field(default_factory=list)
     total: int = 0
     pretokenized: bool = False
-
-
-def local_json_files(spec: str) -> list[Any] | None:
-    """The files a ``--data`` value names (paths; parquet files, ``save_to_disk`` folders and
-    ``hf:`` data sets as data/read/table_rows.py sources), or None when it is none of those (a
-    preset name or ``hf://`` URI, left to upstream)."""
-    path = Path(spec)
-    if table_rows.is_hub_spec(spec):
-        name, subset, split = table_rows.parse_hub_spec(spec)
-        local = Path(name)
-        if subset is None and local.is_dir() and table_rows.is_saved_folder(local):
-            return [table_rows.saved_dataset(local, spec, split)]
-        if subset is None and split is None and local.exists():
-            return local_json_files(name)  # hf:PATH: the local file or folder
-        return [table_rows.hub_dataset(spec)]
-    if spec.endswith((*JSON_SUFFIXES, table_rows.PARQUET_SUFFIX)):
-        if not path.is_file():
-            raise DataFileNotFoundError(f"--data {spec}: no such file")
-        return [_source(path)]
-    if path.is_dir():
-        if table_rows.is_saved_folder(path):
-            return [table_rows.saved_dataset(path, spec)]
-        # upstream's order (0.7+ sort the str paths, docs/upstream.md "Conversation column"),
-        # so --max-samples keeps the same rows: "a-b.jsonl" comes before "a/c.jsonl"
-        files = sorted(
-            (
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and p.suffix in (*JSON_SUFFIXES, table_rows.PARQUET_SUFFIX)
-                and p.name not in table_rows.METADATA_NAMES
-            ),
-            key=str,
-        )
-        if not files:
-            # upstream's own words (0.7+): its callers and tests match "No .json/.jsonl files found"
-            raise DataError(
-                f"--data {spec}: No .json/.jsonl files found in the folder (nor .parquet files, "
-                "nor a save_to_disk dataset)"
-            )
-        return [_source(p) for p in files]
-    return None
-
-
-def _source(path: Path) -> Any:
-    return table_rows.ParquetFile(path) if path.suffix == table_rows.PARQUET_SUFFIX else path
 
 
 class RowStream:
@@ -205,13 +158,21 @@ def file_rows(path: Any) -> Iterator[RawRow]:
         for row in path.rows():
             yield RawRow(row.text, row.source)
         return
-    with path.open("rb") as handle:
-        head = handle.read(CHUNK_BYTES)
-        handle.seek(0)
-        if path.suffix == ".json" and head.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"[":
-            yield from _array_items(path, handle)
-        else:
-            yield from _json_lines(path, handle)
+    try:
+        with compression.open_binary(path) as handle:
+            head = handle.read(CHUNK_BYTES)
+        array = compression.data_suffix(path)[0] == ".json"
+        array = array and head.removeprefix(codecs.BOM_UTF8).lstrip()[:1] == b"["
+        with compression.open_binary(path) as handle:  # afresh: a compressed stream
+            yield from (_array_items if array else _json_lines)(path, handle)
+    except (OSError, EOFError, ValueError) as exc:
+        if isinstance(exc, DataError) or compression.data_suffix(path)[1] is None:
+            raise
+        # gzip.BadGzipFile, lzma.LZMAError, zstandard.ZstdError (a ValueError) ...
+        raise DataError(
+            f"{path}: the compressed file is damaged ({type(exc).__name__}: {exc}); "
+            "download it again"
+        ) from None
 
 
 def _not_utf8(where: str, byte: int) -> DataError:

@@ -2,7 +2,10 @@
 
 Why: upstream reads local JSON only (docs/formats.md, "Data as the Hub holds it"). Each source
 yields its rows as JSON text with a ``file[i]`` source (files.py's ``RawRow``) in record batches,
-so everything after the read is the JSON path's and memory does not grow with the rows.
+so everything after the read is the JSON path's and memory does not grow with the rows: parquet
+is read without pre-buffering (pyarrow's default holds each row group's buffers in its pool, 1.3
+to 1.8x the file), and an inline image's bytes go to the run's media folder as they are read, so
+the rows copy holds its path, not its bytes (docs/images.md, "Images held inline").
 """
 
 from __future__ import annotations
@@ -14,6 +17,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from speculators_qwen_compat.core.errors import DataError
+from speculators_qwen_compat.data.normalize.inline_media import (
+    InlineMediaError,
+    is_image_struct,
+    media_folder,
+    store,
+)
 
 PARQUET_SUFFIX = ".parquet"
 HF_PREFIX = "hf:"
@@ -54,7 +63,7 @@ class ParquetFile:
         import pyarrow.parquet as pq
 
         try:
-            reader = pq.ParquetFile(str(self.path))
+            reader = pq.ParquetFile(str(self.path), pre_buffer=False)
         except Exception as exc:  # ArrowInvalid: not a parquet file, truncated footer
             raise DataError(f"{self.path}: not a readable parquet file ({exc})") from None
         index = 0
@@ -115,12 +124,38 @@ def hub_dataset(spec: str) -> DatasetRows:
     try:
         dataset = load_dataset(name, name=subset, split=split or "train")
     except Exception as exc:
-        words = " ".join(str(exc).split())[:300]
-        raise DataError(
-            f"--data {spec}: cannot load {name!r} ({type(exc).__name__}: {words}); offline "
-            "(HF_HUB_OFFLINE=1) only data sets in the local Hugging Face cache load"
-        ) from None
+        raise DataError(f"--data {spec}: cannot load {name!r}: {_load_failure(exc)}") from None
     return DatasetRows(f"{HF_PREFIX}{name}", dataset)
+
+
+def _load_failure(exc: BaseException) -> str:
+    """What went wrong in ``load_dataset``, by its real cause: the offline mode is blamed only
+    when the data set had to come from the Hub (the cause chain names a connection or the
+    offline switch), never for a file that does not match its schema or a missing package."""
+    causes = []
+    seen: BaseException | None = exc
+    while seen is not None and len(causes) < 8:
+        causes.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    words = " ".join(str(causes[-1] if len(causes) > 1 else exc).split())[:300]
+    kinds = {type(c).__name__ for c in causes}
+    text = " ".join(str(c) for c in causes)
+    missing = next((c for c in causes if isinstance(c, ImportError)), None)
+    if missing is not None or "zstandard" in text:
+        package = getattr(missing, "name", None) or "zstandard"
+        return f"a package it needs is missing ({package}): pip install {package}"
+    if kinds & {"CastError", "DatasetGenerationCastError", "SchemaInferenceError"}:
+        return (
+            f"its files do not match the schema its README declares ({words}); fix the README's "
+            "dataset_info features, or give the folder's files with --data"
+        )
+    offline = kinds & {"OfflineModeIsEnabled", "ConnectionError", "LocalEntryNotFoundError"}
+    if offline or "offline" in text.lower() or "couldn't reach" in text.lower():
+        return (
+            f"{type(exc).__name__}: {words}; offline (HF_HUB_OFFLINE=1) only data sets in the "
+            "local Hugging Face cache load"
+        )
+    return f"{type(exc).__name__}: {words}"
 
 
 def _split_of(loaded: Any, spec: str, split: str | None) -> Any:
@@ -147,6 +182,10 @@ def row_json(row: dict[str, Any]) -> str:
 
 
 def _plain(value: Any) -> Any:
+    if (is_image_struct(value) and _is_bytes(value.get("bytes"))) or _is_bytes(value):
+        stored = _stored(value.get("bytes") if isinstance(value, dict) else value)
+        if stored is not None:
+            return {"path": stored}
     if isinstance(value, dict):
         return {
             key: _base64(item) if key == "bytes" and _is_bytes(item) else _plain(item)
@@ -158,6 +197,18 @@ def _plain(value: Any) -> Any:
     if _is_bytes(value):  # a binary column or part: an Image() value without its path
         return {"bytes": _base64(value)}
     return value
+
+
+def _stored(data: Any) -> str | None:
+    """An inline image written to the run's media folder now (data/normalize/inline_media.py):
+    its path, or None without a media folder or when it is no whole image (the row keeps its
+    bytes, and the normaliser counts the skip with its reason)."""
+    if media_folder() is None:
+        return None
+    try:
+        return store(bytes(data), "Image() bytes")
+    except InlineMediaError:
+        return None
 
 
 def _is_bytes(value: Any) -> bool:

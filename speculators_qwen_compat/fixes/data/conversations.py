@@ -29,13 +29,9 @@ from speculators_qwen_compat.data.normalize.normalize import (
     normalize_conversation,
     normalize_row,
 )
+from speculators_qwen_compat.data.read import sources
 from speculators_qwen_compat.data.read.columns import ColumnOptions, no_conversation_message
-from speculators_qwen_compat.data.read.files import (
-    LINE_COLUMN,
-    SOURCE_COLUMN,
-    load_rows,
-    local_json_files,
-)
+from speculators_qwen_compat.data.read.files import LINE_COLUMN, SOURCE_COLUMN, load_rows
 from speculators_qwen_compat.data.read.speculator_rows import aligned
 from speculators_qwen_compat.data.read.unreadable import (
     INVALID_UNICODE,
@@ -86,12 +82,13 @@ class ConversationsFix(Fix):
 
         def load_raw_dataset(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             spec = str(bind(wrapped, args, kwargs).arguments["train_data_path"])
-            files = local_json_files(spec)
-            if files is None:
+            found = sources.resolve(spec)
+            if found is None:
                 result = wrapped(*args, **kwargs)
                 _require_conversations(spec, result[0] if returns_pair else result)
                 return result
-            dataset = load_rows(files, ColumnOptions.of_this_run().conversations_key)
+            ledger.data_read(found.record())
+            dataset = load_rows(found.sources, ColumnOptions.of_this_run().conversations_key)
             if dataset is None:  # speculator-format rows: upstream reads them itself
                 result = wrapped(*args, **kwargs)
                 if returns_pair:

@@ -88,3 +88,36 @@ def test_tables_give_the_jsonl_rows(runs: dict[str, Any], name: str, oracle: str
     for key in ("conversations_in", "conversations_kept", "rows_out", "skipped", "errors"):
         assert got[key] == want[key], key
     assert want["skipped"], "the rejected rows are counted the same way"
+
+
+SCHEMA_README = """---
+dataset_info:
+  features:
+  - name: text
+    dtype: string
+  splits:
+  - name: train
+    num_examples: 2
+---
+"""
+
+
+def test_load_failures_name_their_cause(tmp_path: Path) -> None:
+    """``load_dataset``'s failures, as datasets raises them: a folder whose README schema does
+    not match its files is named as such, not blamed on the offline mode; a Hub name that is
+    not in the cache is."""
+    from speculators_qwen_compat.core.errors import DataError
+    from speculators_qwen_compat.data.read import table_rows
+
+    folder = tmp_path / "mismatch"
+    (folder / "data").mkdir(parents=True)
+    (folder / "README.md").write_text(SCHEMA_README, encoding="utf-8")
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    (folder / "data" / "train-00000-of-00001.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(DataError) as caught:
+        table_rows.hub_dataset(f"hf:{folder}:train")
+    words = str(caught.value)
+    assert "do not match the schema its README declares" in words and "offline" not in words
+    with pytest.raises(DataError) as caught:
+        table_rows.hub_dataset("hf:someorg/never-downloaded")
+    assert "offline (HF_HUB_OFFLINE=1) only data sets in the local" in str(caught.value)

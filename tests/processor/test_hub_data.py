@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,49 @@ def _write_hub_forms(work: Path) -> dict[str, Path]:
     flat.to_parquet(str(folder / "c-flat.parquet"))
     factory.save_to_disk(str(work / "saved"))
     _cache_as_hub_load(folder / "a-factory.parquet", work / "datasets-cache", "someorg/chats")
-    return {"folder": folder, "file": folder / "a-factory.parquet", "saved": work / "saved"}
+    repo, names = _as_downloaded_repo(work / "repo", folder), work / "names"
+    shutil.copytree(repo / "data", names / "data")  # the Hub's data/<split>-* names, no README
+    broken = work / "broken"
+    broken.mkdir()
+    cut = {"bytes": _png("red")[:90], "path": "cut.png"}  # a PNG cut in half
+    with_cut = [*_with_images(FACTORY, _hub_bytes), _with_images(FACTORY[:1], lambda _: cut)[0]]
+    Dataset.from_list(with_cut, features=factory_features).to_parquet(str(broken / "b.parquet"))
+    return {"folder": folder, "file": folder / "a-factory.parquet", "saved": work / "saved",
+            "repo": repo, "names": names, "broken": broken}  # fmt: skip
+
+
+#: a dataset repo's README as the Hub shows it: the YAML header's configs: name each split's files
+README = """---
+license: mit
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/train-*
+  - split: test
+    path: data/test-*
+---
+# chats
+"""
+
+
+def _as_downloaded_repo(repo: Path, tables: Path) -> Path:
+    """``huggingface-cli download --repo-type dataset --local-dir REPO`` of a repo whose train
+    split is the LLaMA-Factory and Qwen rows (two shards) and whose test split is the flat rows:
+    README.md, .gitattributes, data/<split>-NNNNN-of-NNNNN.parquet and the download's own
+    .cache/huggingface/ metadata."""
+    data = repo / "data"
+    data.mkdir(parents=True)
+    shards = {"a-factory": "train-00000-of-00002", "b-qwen": "train-00001-of-00002",
+              "c-flat": "test-00000-of-00001"}  # fmt: skip
+    for table, shard in shards.items():
+        shutil.copy(tables / f"{table}.parquet", data / f"{shard}.parquet")
+        meta = repo / ".cache" / "huggingface" / "download" / "data" / f"{shard}.parquet.metadata"
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text("0123abcd\n", encoding="utf-8")
+    (repo / "README.md").write_text(README, encoding="utf-8")
+    (repo / ".gitattributes").write_text("*.parquet filter=lfs diff=lfs merge=lfs -text\n")
+    return repo
 
 
 def _cache_as_hub_load(parquet: Path, cache: Path, repo: str) -> None:
@@ -142,15 +185,20 @@ def _write_jsonl(work: Path) -> dict[str, Path]:
     def path(name: str) -> str:
         return str(media / f"{name}.png")
 
-    folder = work / "jsonl"
+    folder, train = work / "jsonl", work / "jsonl-train"
     folder.mkdir()
+    train.mkdir()
     for name, rows in (("a-factory", FACTORY), ("b-qwen", QWEN), ("c-flat", FLAT)):
         lines = [json.dumps(r) for r in (_with_images(rows, path) if name != "c-flat" else rows)]
         (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return {"folder": folder, "file": folder / "a-factory.jsonl"}
+        if name != "c-flat":
+            shutil.copy(folder / f"{name}.jsonl", train / f"{name}.jsonl")
+    return {"folder": folder, "file": folder / "a-factory.jsonl", "train": train,
+            "test": folder / "c-flat.jsonl"}  # fmt: skip
 
 
 FLAT_FLAGS = ("--prompt-column", "instruction", "--response-column", "output")
+WORKERS = 8  # the README's --num-preprocessing-workers
 
 
 @pytest.fixture(scope="module")
@@ -166,10 +214,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "parquet_file": hub["file"],
         "saved": hub["saved"],
         "hub_cache": "hf:someorg/chats",
+        "repo": hub["repo"],
+        "hf_repo_test": f"hf:{hub['repo']}:test",
+        "names": hub["names"],
+        "broken": hub["broken"],
+        "jsonl_train": jsonl["train"],
+        "jsonl_test": jsonl["test"],
     }
     outputs = {name: work / "out" / name for name in data}
     cases = {
-        name: prepare_args(model, outputs[name], spec, extra=FLAT_FLAGS)
+        name: prepare_args(model, outputs[name], spec, extra=FLAT_FLAGS, workers=WORKERS)
         for name, spec in data.items()
     }
     results = run_batch(work / "logs", cases, HF_DATASETS_CACHE=str(work / "datasets-cache"))
@@ -190,7 +244,8 @@ def _rows(output: Path) -> list[tuple[list[int], list[int]]]:
 @pytest.mark.parametrize(
     ("name", "oracle"),
     [("parquet_folder", "jsonl"), ("hf_folder", "jsonl"), ("parquet_file", "jsonl_file"),
-     ("saved", "jsonl_file"), ("hub_cache", "jsonl_file")],
+     ("saved", "jsonl_file"), ("hub_cache", "jsonl_file"), ("repo", "jsonl_train"),
+     ("hf_repo_test", "jsonl_test"), ("names", "jsonl_train")],
 )  # fmt: skip
 def test_hub_forms_give_the_jsonl_rows(runs: dict[str, Any], name: str, oracle: str) -> None:
     for run in (name, oracle):
@@ -253,3 +308,44 @@ def test_each_image_is_written_once_and_named_in_the_report(runs: dict[str, Any]
     rerun = runs["results"]["rerun"]
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert {p.name: p.stat().st_mtime_ns for p in media.iterdir()} == runs["first_media"]
+
+
+def test_a_downloaded_repo_is_read_as_its_train_split(runs: dict[str, Any]) -> None:
+    """Train only (the test rows stay out of training), and the last line and the report say
+    which split and which files were read, and which were not."""
+    for name, rule in (("repo", "README configs"), ("names", "data/<split>-* names")):
+        result = runs["results"][name]
+        line = result.stdout.strip().splitlines()[-1]
+        data = runs["outputs"][name].parent.parent / name
+        assert (
+            f"read split 'train' of {data}: data/train-00000-of-00002.parquet, "
+            "data/train-00001-of-00002.parquet" in line
+        ), (rule, line)
+        assert (
+            f"not read in {data}: data/test-00000-of-00001.parquet (split 'test': "
+            f"hf:{data}:test reads it)" in line
+        ), (rule, line)
+        [entry] = read_report(runs["outputs"][name])["data"]
+        assert entry["split"] == "train" and entry["read"] == [
+            "data/train-00000-of-00002.parquet",
+            "data/train-00001-of-00002.parquet",
+        ]
+        # README.md, .gitattributes and the download's .cache/ are no data, and not named
+        assert list(entry["not_read"]) == ["data/test-00000-of-00001.parquet"], rule
+    assert read_report(runs["outputs"]["hf_repo_test"])["data"][0]["split"] == "test"
+
+
+def test_an_image_that_does_not_decode_is_a_skip_and_stays_out(runs: dict[str, Any]) -> None:
+    result = runs["results"]["broken"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = read_report(runs["outputs"]["broken"])
+    assert report["skipped"] == {
+        "Failed to load image: not an image file Pillow can decode (or truncated)": 1
+    }, report["skipped"]
+    assert report["conversations_kept"] == len(FACTORY)
+    out = runs["outputs"]["broken"]
+    media = out.with_name(out.name + "-media")
+    cut = hashlib.sha256(_png("red")[:90]).hexdigest()
+    assert sorted(p.name for p in media.iterdir()) == sorted(
+        f"{hashlib.sha256(_png(n)).hexdigest()}.png" for n in SIZES
+    ), cut

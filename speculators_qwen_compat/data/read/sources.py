@@ -47,7 +47,7 @@ class DataSources:
         out: dict[str, Any] = {"data": self.spec, "read": [self._name(s) for s in self.sources]}
         if self.split is not None:
             out["split"] = self.split
-        if self.config is not None:
+        if self.config not in (None, "default"):  # a repo's only config is "default"
             out["config"] = self.config
         if self.not_read:
             out["not_read"] = dict(self.not_read)

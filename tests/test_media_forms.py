@@ -328,10 +328,13 @@ def test_an_image_value_uses_its_path_only_when_the_file_holds_its_bytes(
     file; a file holding exactly B is used by its path."""
     import hashlib
 
+    from image_corpus import png
+
     media = tmp_path / "media"
     monkeypatch.setenv(RUN_ENV, RunOptions(inline_media_dir=str(str(media))).to_json())
-    ours = b"\x89PNG\r\n\x1a\n" + b"ours" * 8
-    other = b"\x89PNG\r\n\x1a\n" + b"else" * 8
+    # whole images (Pillow, where installed, checks an inline image before it is written)
+    ours = png(tmp_path / "ours.png", 8, 4).read_bytes()
+    other = png(tmp_path / "other.png", 4, 8).read_bytes()
     Path("x.png").write_bytes(other)
     part = {"type": "image", "image": {"bytes": ours, "path": "x.png"}}
     got = _user(_chat([part, TEXT]))[0]["path"]

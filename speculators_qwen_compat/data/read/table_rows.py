@@ -23,6 +23,7 @@ from speculators_qwen_compat.data.normalize.inline_media import (
     media_folder,
     store,
 )
+from speculators_qwen_compat.data.normalize.media_paths import MediaFileMissing, resolve
 
 PARQUET_SUFFIX = ".parquet"
 HF_PREFIX = "hf:"
@@ -69,7 +70,8 @@ class ParquetFile:
         index = 0
         for batch in reader.iter_batches(batch_size=BATCH_ROWS):
             for row in batch.to_pylist():
-                yield TableRow(row_json(row), f"{self.path}[{index}]")
+                source = f"{self.path}[{index}]"
+                yield TableRow(row_json(row, source), source)
                 index += 1
 
 
@@ -89,7 +91,8 @@ class DatasetRows:
         arrow = self.dataset.with_format("arrow")  # Image() values stay {"bytes", "path"}
         for table in arrow.iter(batch_size=BATCH_ROWS):
             for row in table.to_pylist():
-                yield TableRow(row_json(row), f"{self.name}[{index}]")
+                source = f"{self.name}[{index}]"
+                yield TableRow(row_json(row, source), source)
                 index += 1
 
 
@@ -172,41 +175,52 @@ def _split_of(loaded: Any, spec: str, split: str | None) -> Any:
     )
 
 
-def row_json(row: dict[str, Any]) -> str:
-    """One Arrow row as the JSON text a JSON lines file would hold (module docstring)."""
+def row_json(row: dict[str, Any], source: str | None = None) -> str:
+    """One Arrow row as the JSON text a JSON lines file would hold (module docstring);
+    ``source`` (``file[i]``) resolves an image value's relative path as the row's would."""
     return json.dumps(
-        {key: _plain(value) for key, value in row.items()},
+        {key: _plain(value, source) for key, value in row.items()},
         ensure_ascii=False,
         default=str,  # dates, decimals: as text
     )
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, source: str | None) -> Any:
     if (is_image_struct(value) and _is_bytes(value.get("bytes"))) or _is_bytes(value):
-        stored = _stored(value.get("bytes") if isinstance(value, dict) else value)
+        stored = _stored(value, source)
         if stored is not None:
             return {"path": stored}
     if isinstance(value, dict):
         return {
-            key: _base64(item) if key == "bytes" and _is_bytes(item) else _plain(item)
+            key: _base64(item) if key == "bytes" and _is_bytes(item) else _plain(item, source)
             for key, item in value.items()
             if item is not None
         }
     if isinstance(value, list):
-        return [_plain(item) for item in value]
+        return [_plain(item, source) for item in value]
     if _is_bytes(value):  # a binary column or part: an Image() value without its path
         return {"bytes": _base64(value)}
     return value
 
 
-def _stored(data: Any) -> str | None:
+def _stored(value: Any, source: str | None) -> str | None:
     """An inline image written to the run's media folder now (data/normalize/inline_media.py):
-    its path, or None without a media folder or when it is no whole image (the row keeps its
-    bytes, and the normaliser counts the skip with its reason)."""
+    its path. None (the row keeps the bytes, and the normaliser decides as for any inline image:
+    data/normalize/media_forms.py) without a media folder, when it is no whole image (a counted
+    skip there), or when the value's ``path`` names a file here (which may be used instead)."""
     if media_folder() is None:
         return None
+    if isinstance(value, dict):
+        path = value.get("path")
+        if isinstance(path, str) and path and "://" not in path:
+            try:
+                if Path(resolve(path, source)).is_file():
+                    return None  # a file of that name is here
+            except MediaFileMissing:
+                pass  # a bare name found nowhere, as push_to_hub stores it
+        value = value["bytes"]
     try:
-        return store(bytes(data), "Image() bytes")
+        return store(bytes(value), "Image() bytes")
     except InlineMediaError:
         return None
 

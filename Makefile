@@ -33,7 +33,7 @@ SPECULATORS_GIT ?= git+https://github.com/vllm-project/speculators@main
 
 .PHONY: help test test-quick test-main test-pipeline demo lint wheel install install-vision venvs vocab matrix \
 	check-new-release support-table patches bench bench-acceptance clean distclean tools-venv base-cpu \
-	base-vision vllm specforge bench-images bench-envs
+	base-vision vllm specforge bench-images bench-envs bench-hub-memory
 
 help:
 	@echo "make demo       - prepare_data on the bundled tiny Qwen3.6-style tokenizer and sample data"
@@ -44,6 +44,7 @@ help:
 	@echo "make lint       - ruff"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
 	@echo "make bench      - speed and memory ratios measured side by side, then bench-acceptance"
+	@echo "make bench-hub-memory - parquet with inline images vs JSONL with paths: memory, disk, CPU"
 	@echo "make bench-acceptance - drafters trained with the fixes off and on: acceptance (CPU)"
 	@echo "make patches    - regenerate patches/ from the package's normaliser and local rendering"
 
@@ -147,6 +148,11 @@ bench-acceptance: install tools-venv release-0.8.1 release-0.9.0 vllm
 # the environments it built): docs/maintainers.md's env-times block. About 80 minutes on 2 cores.
 bench-envs:
 	$(PYTHON) bench/env_times.py demo test
+
+# Parquet with inline images vs the same rows as JSONL with paths, 24,000 rows (~300 MB), 1 and 8
+# workers: peak memory, temporary disk, CPU (docs/images.md's hub-memory block). About 40 minutes.
+bench-hub-memory: install-vision tools-venv release-0.9.0 vocab
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python bench/hub_memory.py --doc
 
 # The image slice alone (ratio 2c and the per-image cost): docs/images.md's image-bench block.
 bench-images: install install-vision tools-venv release-0.9.0 vllm vocab

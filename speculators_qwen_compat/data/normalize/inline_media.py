@@ -1,11 +1,8 @@
 """Images held inline in the data, written once to content-addressed files beside the output.
 
 Why: upstream 0.8+ refuses inline images and sends images to vLLM as ``file://`` paths
-(docs/images.md, "Images held inline"). Each is written once, by an atomic rename, to
-``<media folder>/<sha256>.<format>`` and named by path; with no media folder it is a counted skip.
-An image that does not decode (a PNG cut in half) is a counted skip and never written: the
-media folder holds only images the rows can use.
-"""
+(docs/images.md, "Images held inline"). Each whole image is written once, atomically, to
+``<media folder>/<sha256>.<format>``; without a media folder, or not decoding, it is a skip."""
 
 from __future__ import annotations
 

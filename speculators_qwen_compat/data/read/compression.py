@@ -1,10 +1,8 @@
 """JSON lines compressed as gz, bz2, xz or zst, opened as the plain file's bytes.
 
-Why: the Hub holds many chat sets as ``.jsonl.gz`` or ``.jsonl.zst``; upstream reads only plain
-``.json``/``.jsonl`` ("Unsupported dataset"), and a folder's compressed shards were dropped
-without a word (docs/formats.md, "Data as the Hub holds it"). zst needs the ``zstandard``
-package, as ``datasets`` does; its absence is one line saying what to install.
-"""
+Why: the Hub holds many chat sets as ``.jsonl.gz``/``.jsonl.zst``, which upstream does not read
+and a folder dropped without a word (docs/formats.md, "Data as the Hub holds it"). zst needs the
+``zstandard`` package, as ``datasets`` does; its absence is one line saying what to install."""
 
 from __future__ import annotations
 

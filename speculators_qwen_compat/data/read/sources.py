@@ -1,12 +1,8 @@
 """What one ``--data`` value names: the sources to read, and every file beside them not read.
 
-Why: upstream reads one local JSON file or every .json/.jsonl of a folder (docs/upstream.md,
-"Conversation column"). A dataset repo downloaded from the Hub holds all its splits (a README
-``configs:`` block, or ``data/<split>-*`` file names): it is read as its train split, the way
-``datasets.load_dataset`` picks it (datasets' own pattern rules decide), and any file of a
-``--data`` folder that is not read is named in the last line and compat_report.json, never
-dropped silently (docs/formats.md, "Data as the Hub holds it").
-"""
+Why: a dataset repo downloaded from the Hub holds all its splits; it is read as its train split,
+as ``datasets.load_dataset`` picks it (datasets' own rules), and any file of a ``--data`` folder
+not read is named in the last line and the report (docs/formats.md, "Data as the Hub holds it")."""
 
 from __future__ import annotations
 

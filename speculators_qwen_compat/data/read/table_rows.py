@@ -1,12 +1,8 @@
 """Parquet, ``save_to_disk`` folders and ``hf:`` data sets, read as the same rows as JSON lines.
 
-Why: upstream reads local JSON only (docs/formats.md, "Data as the Hub holds it"). Each source
-yields its rows as JSON text with a ``file[i]`` source (files.py's ``RawRow``) in record batches,
-so everything after the read is the JSON path's and memory does not grow with the rows: parquet
-is read without pre-buffering (pyarrow's default holds each row group's buffers in its pool, 1.3
-to 1.8x the file), and an inline image's bytes go to the run's media folder as they are read, so
-the rows copy holds its path, not its bytes (docs/images.md, "Images held inline").
-"""
+Why: upstream reads local JSON only (docs/formats.md, "Data as the Hub holds it"). Rows go on as
+JSON text (``file[i]``) in record batches, parquet without pre-buffering, and an inline image's
+bytes go to the media folder as read: memory and disk follow the batch, not the file."""
 
 from __future__ import annotations
 

@@ -150,9 +150,11 @@ def store(data: bytes, form: str) -> str:
     if ext is None:
         raise InlineMediaError(f"inline image ({form}) holds bytes that are not an image file")
     target = folder / f"{hashlib.sha256(data).hexdigest()}.{ext}"
+    # checked before it is named, also when an earlier run (perhaps of an older release of this
+    # package) wrote it: local rendering trusts the media folder's files (render/media.py)
+    _check_whole(data)
     if target.is_file() and target.stat().st_size == len(data):
         return str(target)  # written before (this run or an earlier one)
-    _check_whole(data)
     folder.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=_incoming_prefix(os.getpid()), dir=folder)
     try:

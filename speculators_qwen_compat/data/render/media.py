@@ -18,6 +18,7 @@ from urllib.request import url2pathname
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.data.normalize import inline_media
 from speculators_qwen_compat.data.render import media_faults, vllm_tokenizer
 
 #: Content part types that carry media, as upstream's ``_adapt_part_for_vllm`` writes them.
@@ -185,8 +186,9 @@ def _header_size(path: str, size: int, mtime_ns: int) -> tuple[int, int]:
             orientation = 1
             with contextlib.suppress(Exception):  # as vLLM: a broken EXIF block is ignored
                 orientation = int(image.getexif().get(_ORIENTATION) or 1)
-        with image_module.open(path) as image:  # afresh: PNG's verify must come first
-            checked(image)
+        if Path(path).parent != inline_media.media_folder():  # its files were checked
+            with image_module.open(path) as image:  # afresh: PNG's verify must come first
+                checked(image)
     except MediaNotRendered:
         raise
     except Exception as exc:  # OSError, SyntaxError (broken PNG), DecompressionBombError, ...

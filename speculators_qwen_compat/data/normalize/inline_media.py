@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import socket
@@ -149,23 +150,24 @@ def store(data: bytes, form: str) -> str:
     ext = image_format(data)
     if ext is None:
         raise InlineMediaError(f"inline image ({form}) holds bytes that are not an image file")
-    target = folder / f"{hashlib.sha256(data).hexdigest()}.{ext}"
+    target = os.path.join(folder, f"{hashlib.sha256(data).hexdigest()}.{ext}")
     # checked before it is named, also when an earlier run (perhaps of an older release of this
     # package) wrote it: local rendering trusts the media folder's files (render/media.py)
     _check_whole(data)
-    if target.is_file() and target.stat().st_size == len(data):
-        return str(target)  # written before (this run or an earlier one)
-    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(target).st_size == len(data):
+            return target  # written before (this run or an earlier one)
+    os.makedirs(folder, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=_incoming_prefix(os.getpid()), dir=folder)
     try:
         with os.fdopen(handle, "wb") as out:
+            os.fchmod(handle, 0o644)
             out.write(data)
-        os.chmod(temporary, 0o644)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    return str(target)
+    return target
 
 
 def _check_whole(data: bytes) -> None:

@@ -7,6 +7,7 @@ skip naming what it tried (docs/images.md, "Relative paths: --media-dir").
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -58,8 +59,13 @@ def data_folder(source: str | None) -> Path | None:
     """The folder of the data file a row's source names, or None (a hub name, no source)."""
     if not source:
         return None
-    name = _SOURCE_INDEX.sub("", source)
-    name = name.removeprefix("hf:")
+    return _folder_of(_SOURCE_INDEX.sub("", source).removeprefix("hf:"), os.getcwd())
+
+
+@functools.lru_cache(maxsize=256)
+def _folder_of(name: str, cwd: str) -> Path | None:
+    """A data file's (or folder's) folder, for a ``name`` relative to ``cwd``: asked for every
+    relative path of every row, and a run's data files stay where they are while it reads."""
     path = Path(name)
     if path.is_file():
         return path.parent.absolute()

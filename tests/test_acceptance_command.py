@@ -1,0 +1,231 @@
+"""``speculators-qwen-compat acceptance`` (speculators_qwen_compat/acceptance/).
+
+Against a scripted OpenAI server (``pure``: no release involved): the prompts sent (turns before
+the last assistant turn, temperature 0, both formats), the figures as the increase of counters
+summed over two engines, the lone endpoint without speculation, the running-requests warning, and
+each fault as one line. Against a real vLLM 0.32 on CPU (``vllm``: one module-scoped server
+serving a tiny composite Qwen3.6-class checkpoint, processor files included, with an EAGLE-3
+drafter as users serve it, ``--speculative-config``): the command's figures equal the increase
+of the counters read from ``/metrics`` around it by this module's own reading of the text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from speculators_qwen_compat.acceptance import counters
+
+ERROR = "speculators_qwen_compat: error: "
+ROWS = [
+    {"messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name a prime."},
+        {"role": "assistant", "content": "7"},
+    ]},
+    {"conversations": [
+        {"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"},
+        {"from": "human", "value": "Count to 3"}, {"from": "gpt", "value": "1 2 3"},
+    ]},
+    {"messages": [{"role": "user", "content": "A question with no reply yet"}]},
+    {"messages": [{"role": "assistant", "content": "no user turn at all"}]},
+]  # fmt: skip
+#: what the scripted server adds per request, per engine it lands on: drafts, draft tokens,
+#: accepted tokens, accepted at positions 0, 1, 2
+PER_REQUEST = (2, 6, 3, 2, 1, 0)
+
+
+class Scripted:
+    """A scripted vLLM OpenAI server: two engines (data parallel), counters from ``start``."""
+
+    def __init__(self, speculative: bool = True, running: int = 0, refuse: bool = False) -> None:
+        self.speculative, self.running, self.refuse = speculative, running, refuse
+        self.models = ["tiny/qwen36"]
+        self.engines = [[100.0, 300.0, 120.0, 80.0, 30.0, 10.0], [50.0, 150.0, 60.0, 40, 15, 5]]
+        self.bodies: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def metrics(self) -> str:
+        lines = ["# HELP vllm:num_requests_running Running.", "# TYPE vllm:num_requests_running gauge"]
+        names = ("drafts", "draft_tokens", "accepted_tokens")
+        for engine, values in enumerate(self.engines):
+            labels = f'engine="{engine}",model_name="{self.models[0]}"'
+            lines.append(f"vllm:num_requests_running{{{labels}}} {self.running / 2}")
+            if not self.speculative:
+                continue
+            for name, value in zip(names, values[:3], strict=True):
+                lines.append(f"vllm:spec_decode_num_{name}_total{{{labels}}} {value}")
+                lines.append(f"vllm:spec_decode_num_{name}_created{{{labels}}} 1.7e+09")
+            for position, value in enumerate(values[3:]):
+                at = f'{labels},position="{position}"'
+                lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{{at}}} {value}")
+                lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_created{{{at}}} 1.7e9")
+        return "\n".join(lines) + "\n"
+
+    def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.refuse:
+            message = "This model's maximum context length is 512 tokens."
+            return 400, {"error": {"message": message, "type": "BadRequestError", "code": 400}}
+        if body.get("model") not in self.models:
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
+        with self.lock:
+            self.bodies.append(body)
+            engine = self.engines[len(self.bodies) % 2]
+            for i, step in enumerate(PER_REQUEST):
+                engine[i] += step
+        return 200, {"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": 5}}
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[Scripted, str]]:
+    script = Scripted()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._send(200, script.metrics().encode(), "text/plain")
+            elif self.path == "/v1/models":
+                self._send(200, json.dumps({"data": [{"id": m} for m in script.models]}).encode())
+            else:
+                self._send(404, b'{"detail": "Not Found"}')
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            status, reply = script.chat(body)
+            self._send(status, json.dumps(reply).encode())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield script, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _data(tmp_path: Path) -> Path:
+    path = tmp_path / "heldout.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    return path
+
+
+def _acceptance(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "speculators_qwen_compat", "acceptance", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def _one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith(ERROR)]
+    assert len(lines) == 1 and done.stderr.rstrip().endswith(lines[0]), done.stderr
+    return lines[0]
+
+
+@pytest.mark.pure
+def test_engines_are_summed_and_created_series_ignored() -> None:
+    """Data parallel: one series per engine, summed; ``_created`` timestamps are not counts."""
+    script = Scripted(running=3)
+    before = counters.parse(script.metrics())
+    assert (before.drafts, before.draft_tokens, before.accepted_tokens) == (150, 450, 180)
+    assert before.per_position == {0: 120, 1: 45, 2: 15} and before.running == 3
+    script.chat({"model": "tiny/qwen36"})  # lands on engine 1
+    script.chat({"model": "tiny/qwen36"})  # engine 0
+    added = counters.increase(before, counters.parse(script.metrics()))
+    assert added is not None
+    assert (added.drafts, added.draft_tokens, added.accepted_tokens) == (4, 12, 6)
+    assert added.per_position_accepted == [4, 2, 0]
+    assert added.acceptance_rate == 0.5 and added.mean_acceptance_length == 2.5
+    assert added.per_position == [1.0, 0.5, 0.0]
+    assert counters.increase(before, counters.parse(Scripted(speculative=False).metrics())) is None
+    with pytest.raises(ValueError, match="restarted"):
+        counters.increase(counters.parse(script.metrics()), before)
+
+
+@pytest.mark.pure
+def test_figures_are_the_increase_of_the_prompts_sent(
+    scripted: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    script, url = scripted
+    out = tmp_path / "figures.json"
+    done = _acceptance("--endpoint", url, "--data", str(_data(tmp_path)), "--max-tokens", "7",
+                       "--concurrency", "2", "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = sorted(script.bodies, key=lambda b: len(b["messages"]))
+    assert [b["messages"] for b in sent] == [
+        [{"role": "user", "content": "A question with no reply yet"}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime."}],
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+         {"role": "user", "content": "Count to 3"}],
+    ]  # fmt: skip
+    assert all(b["temperature"] == 0 and b["max_tokens"] == 7 for b in sent)
+    assert "skipped 1 conversations: 1 no user turn" in done.stderr, done.stderr
+    (figures,) = json.loads(out.read_text())["endpoints"]
+    wanted = {"requests": 3, "completion_tokens": 15, "drafts": 6, "draft_tokens": 18,
+              "accepted_tokens": 9, "acceptance_rate": 0.5, "mean_acceptance_length": 2.5,
+              "per_position": [1.0, 0.5, 0.0], "model": "tiny/qwen36"}  # fmt: skip
+    assert {k: figures[k] for k in wanted} == wanted
+    assert figures["tokens_per_second"] == pytest.approx(15 / figures["seconds"])
+    table = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in
+                 done.stdout.splitlines()[1:] if "  " in line.strip())  # fmt: skip
+    assert table["acceptance rate"] == "50.0%" and table["mean acceptance length"] == "2.50"
+    assert table["accepted at position 1"] == "50.0%", done.stdout
+    assert "other requests it served during the run count" in done.stdout
+    assert "warning" not in done.stderr
+
+
+@pytest.mark.pure
+def test_side_by_side_with_no_speculation_and_running_requests_warned(
+    scripted: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    """The same endpoint twice as two columns; a server without speculation: tokens/s only
+    (alone: one line); requests running at the start: a warning."""
+    script, url = scripted
+    data = str(_data(tmp_path))
+    script.running = 2
+    done = _acceptance("--endpoint", url, "--endpoint", url + "/v1", "--data", data)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("was running 2 requests when the measurement started") == 2
+    header = done.stdout.splitlines()[0].split()
+    assert header == [url + "/v1", url + "/v1"]
+    script.speculative, script.running = False, 0
+    done = _acceptance("--endpoint", url, "--data", data)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"{url}/v1: no speculative decoding") and "tokens/s" in line, line
+
+
+@pytest.mark.pure
+def test_faults_are_one_line(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """A server that is down, a model name it does not serve, a refused request."""
+    script, url = scripted
+    data = str(_data(tmp_path))
+    down = _one_error_line(_acceptance("--endpoint", "http://127.0.0.1:9", "--data", data))
+    assert "no answer" in down and "is vLLM serving there?" in down, down
+    wrong = _one_error_line(_acceptance("--endpoint", url, "--data", data, "--model", "other"))
+    assert "--model other: the server at" in wrong and "serves tiny/qwen36" in wrong, wrong
+    script.models.append("second")
+    several = _one_error_line(_acceptance("--endpoint", url, "--data", data))
+    assert "choose one with --model" in several, several
+    script.refuse = True
+    refused = _one_error_line(_acceptance("--endpoint", url, "--data", data, "--model", "second"))
+    assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
+    assert "maximum context length" in refused, refused

@@ -56,7 +56,7 @@ class Scripted:
         self.lock = threading.Lock()
 
     def metrics(self) -> str:
-        lines = ["# HELP vllm:num_requests_running Running.", "# TYPE vllm:num_requests_running gauge"]
+        lines = ["# TYPE vllm:num_requests_running gauge"]
         names = ("drafts", "draft_tokens", "accepted_tokens")
         for engine, values in enumerate(self.engines):
             labels = f'engine="{engine}",model_name="{self.models[0]}"'
@@ -229,3 +229,119 @@ def test_faults_are_one_line(scripted: tuple[Scripted, str], tmp_path: Path) -> 
     refused = _one_error_line(_acceptance("--endpoint", url, "--data", data, "--model", "second"))
     assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
     assert "maximum context length" in refused, refused
+
+
+@pytest.fixture(scope="module")
+def drafter_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """vLLM 0.32 serving a tiny composite Qwen3.6-class verifier (processor files included)
+    with an EAGLE-3 drafter saved by the release's own construction path, as users serve it.
+    The verifier's final norm is zero (``x*(1+w)``, w = -1) and so is the drafter's (``x*w``):
+    greedy text is token 0 throughout and the drafter proposes token 0, so every draft token is
+    accepted, a figure a wrong counter cannot give."""
+    import tiny_checkpoints as tiny
+    import torch
+    import vllm_server
+    from drafters import build_drafter
+    from safetensors.torch import load_file, save_file
+
+    root = tmp_path_factory.mktemp("acceptance")
+    verifier = tiny.write_checkpoint(
+        root / "verifier", "qwen35", sizes=tiny.VLLM, bf16=True, processor=True
+    )
+    weights = load_file(verifier / "model.safetensors")
+    weights["model.language_model.norm.weight"].fill_(-1.0)
+    save_file(weights, verifier / "model.safetensors", metadata={"format": "pt"})
+    drafter = build_drafter(verifier, "eagle3", root / "eagle3.run")
+    with torch.no_grad():
+        drafter.norm.weight.zero_()
+    drafter.save_pretrained(root / "eagle3")
+    speculative = {"method": "eagle3", "model": str(root / "eagle3"), "num_speculative_tokens": 3}
+    with vllm_server.serve([
+        "vllm", "serve", str(verifier), "--max-model-len", "512",
+        "--speculative-config", json.dumps(speculative),
+        "--enforce-eager", "--dtype", "bfloat16", "--no-enable-prefix-caching",
+    ]) as server:  # fmt: skip
+        yield server
+
+
+@pytest.mark.vllm
+def test_real_vllm_figures_are_the_counters_increase(drafter_served: Any, tmp_path: Path) -> None:
+    """The README's flags against a real vLLM with a drafter: every figure equals the increase
+    of /metrics read around the run by Prometheus' own parser (metrics_oracle.py)."""
+    from metrics_oracle import spec_counters
+
+    out = tmp_path / "acceptance.json"
+    before = spec_counters(drafter_served.url)
+    done = _acceptance("--endpoint", drafter_served.url, "--data", str(_data(tmp_path)),
+                       "--rows", "200", "--max-tokens", "24", "--concurrency", "2",
+                       "--json", str(out))  # fmt: skip
+    after = spec_counters(drafter_served.url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (figures,) = json.loads(out.read_text())["endpoints"]
+    for name in ("drafts", "draft_tokens", "accepted_tokens"):
+        assert figures[name] == after[name] - before[name], (name, figures, before, after)
+    positions = sorted(after["per_position"])
+    assert positions == [0, 1, 2]
+    added = [after["per_position"][p] - before["per_position"].get(p, 0) for p in positions]
+    assert figures["per_position_accepted"] == added
+    assert figures["requests"] == 3 and figures["completion_tokens"] == 3 * 24
+    assert figures["drafts"] > 0 and figures["accepted_tokens"] == figures["draft_tokens"]
+    assert figures["mean_acceptance_length"] == 4.0 and figures["per_position"] == [1.0] * 3
+    assert "mean acceptance length" in done.stdout and "warning" not in done.stderr
+
+
+@pytest.mark.vllm
+def test_real_vllm_faults_and_running_requests(drafter_served: Any, tmp_path: Path) -> None:
+    """The same server: a model name it does not serve and a request it refuses (a prompt
+    above --max-model-len) are one line; a request running when the run starts is warned of."""
+    data = str(_data(tmp_path))
+    wrong = _one_error_line(
+        _acceptance("--endpoint", drafter_served.endpoint, "--data", data, "--model", "nope")
+    )
+    assert "--model nope: the server at" in wrong, wrong
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 2000}]}))
+    refused = _one_error_line(_acceptance("--endpoint", drafter_served.url, "--data", str(long)))
+    assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
+    # sampled at temperature 1, the drafter's token 0 is rejected: one token per step, for
+    # seconds (greedy, every draft accepted, it would end in a few hundred milliseconds)
+    busy = {"model": _served_name(drafter_served.url), "prompt": "a", "max_tokens": 480,
+            "ignore_eos": True, "temperature": 1.0}  # fmt: skip
+    request = urllib.request.Request(
+        drafter_served.url + "/v1/completions", data=json.dumps(busy).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    others = [
+        threading.Thread(target=lambda: urllib.request.urlopen(request, timeout=600).read())
+        for _ in range(2)
+    ]
+    for other in others:
+        other.start()
+    try:
+        _wait_running(drafter_served.url)
+        done = _acceptance("--endpoint", drafter_served.url, "--data", data, "--max-tokens", "4")
+    finally:
+        for other in others:
+            other.join()
+    assert done.returncode == 0, done.stderr
+    warned = re.search(r"was running [12] requests when the measurement started", done.stderr)
+    assert warned, done.stderr
+
+
+def _served_name(url: str) -> str:
+    with urllib.request.urlopen(url + "/v1/models", timeout=30) as reply:
+        return json.load(reply)["data"][0]["id"]
+
+
+def _wait_running(url: str, timeout: float = 60) -> None:
+    """Until the server's own gauge shows a running request."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as reply:
+            text = reply.read().decode()
+        if re.search(r"^vllm:num_requests_running\{[^}]*\} [1-9]", text, re.MULTILINE):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the other request never ran")

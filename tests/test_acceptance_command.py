@@ -39,6 +39,15 @@ ROWS = [
     ]},
     {"messages": [{"role": "user", "content": "A question with no reply yet"}]},
     {"messages": [{"role": "assistant", "content": "no user turn at all"}]},
+    {"messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": "weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "content": "sunny"},
+        {"role": "assistant", "content": "Sunny."},
+    ], "tools": [{"type": "function", "function": {
+        "name": "weather", "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]},
 ]  # fmt: skip
 #: what the scripted server adds per request, per engine it lands on: drafts, draft tokens,
 #: accepted tokens, accepted at positions 0, 1, 2
@@ -169,21 +178,25 @@ def test_figures_are_the_increase_of_the_prompts_sent(
     done = _acceptance("--endpoint", url, "--data", str(_data(tmp_path)), "--max-tokens", "7",
                        "--concurrency", "2", "--json", str(out))  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    sent = sorted(script.bodies, key=lambda b: len(b["messages"]))
-    assert [b["messages"] for b in sent] == [
+    sent = {body["messages"][0]["content"]: body for body in script.bodies}
+    firsts = ("A question with no reply yet", "Be brief.", "Hi")
+    assert [sent[first]["messages"] for first in firsts] == [
         [{"role": "user", "content": "A question with no reply yet"}],
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime."}],
         [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
          {"role": "user", "content": "Count to 3"}],
     ]  # fmt: skip
-    assert all(b["temperature"] == 0 and b["max_tokens"] == 7 for b in sent)
+    tool = sent["Weather in Paris?"]
+    assert [turn["role"] for turn in tool["messages"]] == ["user", "assistant", "tool"]
+    assert tool["tools"] == ROWS[4]["tools"] and tool["tool_choice"] == "none"
+    assert all(b["temperature"] == 0 and b["max_tokens"] == 7 for b in sent.values())
     assert "skipped 1 conversations: 1 no user turn" in done.stderr, done.stderr
     (figures,) = json.loads(out.read_text())["endpoints"]
-    wanted = {"requests": 3, "completion_tokens": 15, "drafts": 6, "draft_tokens": 18,
-              "accepted_tokens": 9, "acceptance_rate": 0.5, "mean_acceptance_length": 2.5,
+    wanted = {"requests": 4, "completion_tokens": 20, "drafts": 8, "draft_tokens": 24,
+              "accepted_tokens": 12, "acceptance_rate": 0.5, "mean_acceptance_length": 2.5,
               "per_position": [1.0, 0.5, 0.0], "model": "tiny/qwen36"}  # fmt: skip
     assert {k: figures[k] for k in wanted} == wanted
-    assert figures["tokens_per_second"] == pytest.approx(15 / figures["seconds"])
+    assert figures["tokens_per_second"] == pytest.approx(20 / figures["seconds"])
     table = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in
                  done.stdout.splitlines()[1:] if "  " in line.strip())  # fmt: skip
     assert table["acceptance rate"] == "50.0%" and table["mean acceptance length"] == "2.50"
@@ -284,7 +297,7 @@ def test_real_vllm_figures_are_the_counters_increase(drafter_served: Any, tmp_pa
     assert positions == [0, 1, 2]
     added = [after["per_position"][p] - before["per_position"].get(p, 0) for p in positions]
     assert figures["per_position_accepted"] == added
-    assert figures["requests"] == 3 and figures["completion_tokens"] == 3 * 24
+    assert figures["requests"] == 4 and figures["completion_tokens"] == 4 * 24
     assert figures["drafts"] > 0 and figures["accepted_tokens"] == figures["draft_tokens"]
     assert figures["mean_acceptance_length"] == 4.0 and figures["per_position"] == [1.0] * 3
     assert "mean acceptance length" in done.stdout and "warning" not in done.stderr

@@ -158,8 +158,8 @@ def _complete(base: str, model: str, prompt: Prompt, max_tokens: int, timeout: f
     body: dict[str, Any] = {
         "model": model, "messages": prompt.messages, "max_tokens": max_tokens, "temperature": 0,
     }  # fmt: skip
-    if prompt.tools:
-        body["tools"] = prompt.tools
+    if prompt.tools:  # rendered as in training; "none": no tool parser needed on the server
+        body.update(tools=prompt.tools, tool_choice="none")
     try:
         reply = request_json(base + "/chat/completions", body, timeout=timeout)
     except HttpRefused as exc:

@@ -3,8 +3,9 @@
 Why: acceptance is measured on the user's own kind of prompts, read exactly as prepare_data
 reads them (every file form of data/read, both conversation formats, tool calls and reasoning
 through data/normalize). A conversation's prompt is its turns before the last assistant turn
-(a prompt-only conversation: all of them), with the row's tools, media as vLLM's chat endpoint
-reads it. A row the normaliser refuses is skipped and counted, as prepare_data would.
+(a prompt-only conversation: all of them), with the row's tools, media and tool calls in the
+shapes vLLM's chat endpoint accepts (data/render's ``request_messages``: a call without an id
+gets one). A row the normaliser refuses is skipped and counted, as prepare_data would.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.normalize import media_forms
 from speculators_qwen_compat.data.normalize.normalize import BadConversation, normalize_row
 from speculators_qwen_compat.data.read.files import RowStream, local_json_files
+from speculators_qwen_compat.data.render.render import request_messages
 
 
 @dataclass
@@ -46,7 +48,7 @@ def prompt_of(row: dict[str, Any], source: str) -> Prompt:
         turns = turns[: replies[-1]]
     if not any(turn.get("role") == "user" for turn in turns):
         raise BadConversation("no user turn before the last assistant turn")
-    return Prompt(turns, normalized.tools, source)
+    return Prompt(request_messages(turns), normalized.tools, source)
 
 
 def read_prompts(spec: str, rows: int) -> Prompts:

@@ -13,6 +13,7 @@ Substitutions (``Swap``: the user's -> the tier's):
 |---|---|---|
 | ``Qwen/Qwen3.6-27B`` | the tiny checkpoint's folder | no 27B weights here |
 | ``chats.jsonl``, ``prepared``, ``replies.jsonl``, ``out/...`` | files in the stage's folder | |
+| ``heldout.jsonl`` | the stage's text conversations | the drafter's server reads no images |
 | ``/path/to/speculators-qwen-compat`` | this checkout | |
 | ``http://127.0.0.1:8000`` | the tier's vLLM (a free port) | |
 | ``/tmp/hidden-states`` (vLLM's scratch) | the stage's folder | |

@@ -11,6 +11,7 @@ of the counters read from ``/metrics`` around it by this module's own reading of
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import subprocess
@@ -49,6 +50,8 @@ ROWS = [
         "name": "weather", "description": "Weather of a city",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]},
 ]  # fmt: skip
+#: the real server's window (the tiny verifier's positions)
+MAX_MODEL_LEN = 2048
 #: what the scripted server adds per request, per engine it lands on: drafts, draft tokens,
 #: accepted tokens, accepted at positions 0, 1, 2
 PER_REQUEST = (2, 6, 3, 2, 1, 0)
@@ -270,7 +273,7 @@ def drafter_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     drafter.save_pretrained(root / "eagle3")
     speculative = {"method": "eagle3", "model": str(root / "eagle3"), "num_speculative_tokens": 3}
     with vllm_server.serve([
-        "vllm", "serve", str(verifier), "--max-model-len", "512",
+        "vllm", "serve", str(verifier), "--max-model-len", str(MAX_MODEL_LEN),
         "--speculative-config", json.dumps(speculative),
         "--enforce-eager", "--dtype", "bfloat16", "--no-enable-prefix-caching",
     ]) as server:  # fmt: skip
@@ -313,31 +316,25 @@ def test_real_vllm_faults_and_running_requests(drafter_served: Any, tmp_path: Pa
     )
     assert "--model nope: the server at" in wrong, wrong
     long = tmp_path / "long.jsonl"
-    long.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 2000}]}))
+    long.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 3000}]}))
     refused = _one_error_line(_acceptance("--endpoint", drafter_served.url, "--data", str(long)))
     assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
-    # sampled at temperature 1, the drafter's token 0 is rejected: one token per step, for
-    # seconds (greedy, every draft accepted, it would end in a few hundred milliseconds)
-    # (a one-token prompt kills vLLM 0.32's CPU engine: "causal_conv1d_fwd_cpu: expect x to
-    # be transposed")
+    # Two requests that would run for thousands of steps (sampled at temperature 1, the
+    # drafter's token 0 is rejected: one token per step), sent and never read; closing their
+    # connections afterwards makes vLLM abort them. (A one-token prompt would kill vLLM 0.32's
+    # CPU engine: "causal_conv1d_fwd_cpu: expect x to be transposed".)
     busy = {"model": _served_name(drafter_served.url), "prompt": "Count to a thousand, slowly.",
-            "max_tokens": 480, "ignore_eos": True, "temperature": 1.0}  # fmt: skip
-    request = urllib.request.Request(
-        drafter_served.url + "/v1/completions", data=json.dumps(busy).encode(),
-        headers={"Content-Type": "application/json"},
-    )  # fmt: skip
-    others = [
-        threading.Thread(target=lambda: urllib.request.urlopen(request, timeout=600).read())
-        for _ in range(2)
-    ]
-    for other in others:
-        other.start()
+            "max_tokens": MAX_MODEL_LEN - 16, "ignore_eos": True, "temperature": 1.0}  # fmt: skip
+    others = [http.client.HTTPConnection("127.0.0.1", drafter_served.port) for _ in range(2)]
     try:
+        for other in others:
+            other.request("POST", "/v1/completions", json.dumps(busy),
+                          {"Content-Type": "application/json"})  # fmt: skip
         _wait_running(drafter_served.url)
         done = _acceptance("--endpoint", drafter_served.url, "--data", data, "--max-tokens", "4")
     finally:
         for other in others:
-            other.join()
+            other.close()
     assert done.returncode == 0, done.stderr
     warned = re.search(r"was running [12] requests when the measurement started", done.stderr)
     assert warned, done.stderr

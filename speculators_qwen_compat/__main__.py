@@ -1,9 +1,8 @@
 """``python -m speculators_qwen_compat status [--json]``, ``doctor ...`` or ``acceptance ...``.
 
-``status``: the installed speculators, transformers and datasets versions, whether we test this
-release, and per fix its state, the releases it was tested on and why. ``doctor --model M
-[--data FILE]``: the template's profile, the mask strategy and a dry run (doctor/command.py).
-``acceptance --endpoint URL --data FILE``: a served drafter's acceptance (acceptance/command.py).
+``status``: versions, whether we test this release, and per fix its state and why. ``doctor
+--model M [--data FILE]``: template, masks, a dry run (doctor/command.py). ``acceptance
+--endpoint URL --data FILE``: a served drafter's acceptance (acceptance/command.py).
 """
 
 from __future__ import annotations

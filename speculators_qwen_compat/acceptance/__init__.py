@@ -1,7 +1,6 @@
 """``speculators-qwen-compat acceptance``: a served drafter's acceptance on the user's own data.
 
-The row's trip: prompts.py (held-out conversations -> chat requests), counters.py (vLLM's
-Prometheus counters, summed over engines, their increase), measure.py (one endpoint: counters,
-requests, counters again), report.py (the table, the one line, the JSON), command.py (flags,
-errors as one line).
+prompts.py (held-out conversations -> chat requests), counters.py (vLLM's counters, summed over
+engines, their increase), measure.py (one endpoint's run), report.py (table, one line, JSON),
+progress.py (the bar), command.py (flags; errors as one line).
 """

@@ -1,9 +1,8 @@
 """``speculators-qwen-compat acceptance``: flags, the run over each ``--endpoint``, its output.
 
-Why: users compare their drafter, the model's own MTP and no speculation on their own
-held-out conversations, with vLLM's own counters (counters.py) and no curl or grep. Endpoints
-are measured one after another with the same prompts, so one's requests never count in
-another's figures; other traffic a server gets during its run does count, said under the table.
+Why: users compare their drafter, the model's own MTP and no speculation on their own held-out
+data through vLLM's own counters, no curl or grep. Endpoints run one after another on the same
+prompts (none counts in another's figures); other traffic to a server does count (said below).
 """
 
 from __future__ import annotations

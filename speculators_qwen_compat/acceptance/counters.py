@@ -1,11 +1,8 @@
 """vLLM's speculative-decoding counters from ``/metrics``, and what a run added to them.
 
-Why: the counters are cumulative since the server started and come per engine (data parallel:
-one series per ``engine`` label), so a measurement is the increase over one's own requests,
-summed over engines. vLLM's definitions (``vllm/v1/spec_decode/metrics.py``): acceptance rate =
-accepted / draft tokens, mean acceptance length = 1 + accepted / drafts, per position =
-accepted at position i / drafts. Each counter also has a ``_created`` series (a timestamp, not a
-count); only the exact ``_total`` names are read.
+Why: they are cumulative since the server started and per engine (data parallel), so a run's
+figures are the increase, summed over engines; definitions are vLLM's (``v1/spec_decode/
+metrics.py``). Only the exact ``_total`` names are read: ``_created`` series are timestamps.
 """
 
 from __future__ import annotations

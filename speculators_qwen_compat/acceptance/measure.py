@@ -1,10 +1,8 @@
 """One endpoint's run: its counters, the prompts sent at temperature 0, its counters again.
 
-Why: the figures must be the increase over this run's own requests (counters.py), so the
-counters are read right before the first request and after the last answer (again until two
-reads agree: vLLM records an engine step's counts beside sending its outputs). The model name
-is the one the server lists when it serves one; a server that is down, another model name or a
-refused request ends the run with one line (command.py), never a traceback.
+Why: figures must be the increase over this run's own requests, so counters are read right
+before the first request and after the last answer (again until two reads agree: vLLM records a
+step's counts beside sending its outputs). Faults become one line (command.py).
 """
 
 from __future__ import annotations

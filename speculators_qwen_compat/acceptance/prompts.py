@@ -1,11 +1,8 @@
 """Held-out conversations -> the chat requests acceptance sends.
 
-Why: acceptance is measured on the user's own kind of prompts, read exactly as prepare_data
-reads them (every file form of data/read, both conversation formats, tool calls and reasoning
-through data/normalize). A conversation's prompt is its turns before the last assistant turn
-(a prompt-only conversation: all of them), with the row's tools, media and tool calls in the
-shapes vLLM's chat endpoint accepts (data/render's ``request_messages``: a call without an id
-gets one). A row the normaliser refuses is skipped and counted, as prepare_data would.
+Why: prompts are read as prepare_data reads them (data/read, data/normalize); a prompt is the
+turns before the last assistant turn (prompt-only: all), with the row's tools and media, tool
+calls in the shape vLLM validates (data/render ``request_messages``); bad rows are counted.
 """
 
 from __future__ import annotations

@@ -67,16 +67,11 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         bar = Progress(endpoint, len(read.prompts), err)
         try:
             result = measure(
-                endpoint, read.prompts, args.model, args.max_tokens, args.concurrency, bar.tick
-            )
+                endpoint, read.prompts, args.model, args.max_tokens, args.concurrency,
+                tick=bar.tick, warn=bar.note,
+            )  # fmt: skip
         finally:
             bar.close()
-        if result.running_at_start:
-            print(
-                f"warning: {result.endpoint} was running {result.running_at_start:.0f} requests "
-                "when the measurement started: other traffic counts in its figures",
-                file=err,
-            )
         results.append(result)
     if args.json:
         figures = {"rows": len(read.prompts), "max_tokens": args.max_tokens,

@@ -91,12 +91,19 @@ def measure(
     max_tokens: int,
     concurrency: int,
     tick: Callable[[], None] = lambda: None,
+    warn: Callable[[str], None] = lambda line: None,
     timeout: float = 600.0,
 ) -> Result:
-    """Send every prompt to ``endpoint`` (``concurrency`` at a time), ``tick`` per answer."""
+    """Send every prompt to ``endpoint`` (``concurrency`` at a time), ``tick`` per answer;
+    ``warn`` at once when the server is already running requests (they count too)."""
     base = api_base(endpoint)
     name = served_model(base, model)
     before = read_metrics(base)
+    if before is not None and before.running:
+        warn(
+            f"warning: {base} was running {before.running:.0f} requests when the measurement "
+            "started: other traffic counts in its figures"
+        )
     start = time.monotonic()
     tokens = _send_all(base, name, prompts, max_tokens, concurrency, tick, timeout)
     seconds = time.monotonic() - start

@@ -27,6 +27,11 @@ class Progress:
         self.done += 1
         self._draw()
 
+    def note(self, line: str) -> None:
+        """A line of its own above the bar (a warning), the bar redrawn under it."""
+        self.out.write(("\r\033[K" if self.live else "") + line + "\n")
+        self._draw()
+
     def _line(self) -> str:
         filled = WIDTH * self.done // max(self.total, 1)
         bar = "#" * filled + "." * (WIDTH - filled)

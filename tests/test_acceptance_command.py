@@ -357,3 +357,38 @@ def _wait_running(url: str, timeout: float = 60) -> None:
             return
         time.sleep(0.2)
     raise AssertionError("the other request never ran")
+
+
+@pytest.mark.pure
+def test_table_beside_no_speculation_and_the_bar() -> None:
+    """A column without speculation shows tokens/s, dashes for the rest, and a line under the
+    table; the bar redraws in place on a terminal and keeps a warning on a line of its own."""
+    import io
+
+    from speculators_qwen_compat.acceptance.counters import Increase
+    from speculators_qwen_compat.acceptance.measure import Result
+    from speculators_qwen_compat.acceptance.progress import Progress
+    from speculators_qwen_compat.acceptance.report import table
+
+    drafted = Result("http://a/v1", "m", 2, 40, 2.0, 0, Increase(10, 30, 15, [8, 5, 2]))
+    plain = Result("http://b/v1", "m", 2, 40, 4.0, 0, None)
+    rows = {line.split("  ")[0]: line.split() for line in table([drafted, plain]).splitlines()}
+    assert rows["tokens/s"][-2:] == ["20.0", "10.0"]
+    assert rows["acceptance rate"][-2:] == ["50.0%", "-"]
+    assert rows["mean acceptance length"][-2:] == ["2.50", "-"]
+    assert rows["accepted at position 2"][-2:] == ["20.0%", "-"]
+    assert "http://b/v1: no speculative decoding" in table([drafted, plain]).splitlines()[-1]
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = Progress("http://a", 3, screen)
+    bar.tick()
+    bar.note("warning: busy")
+    bar.tick()
+    bar.close()
+    text = screen.getvalue()
+    assert "\r" in text and "1/3 requests" in text and text.endswith("2/3 requests 0 s\n")
+    assert "\nwarning: busy\n" in text.replace("\r\033[K", "\n")

@@ -64,7 +64,7 @@ def read_prompts(spec: str, rows: int) -> Prompts:
             if not isinstance(row, dict):
                 raise BadConversation("not a JSON object")
             out.prompts.append(prompt_of(row, raw.source))
-        except (BadConversation, ValueError) as exc:
+        except (BadConversation, json.JSONDecodeError) as exc:
             out.skipped[reason_of(exc, 80)] += 1
         if len(out.prompts) == rows:
             break

@@ -62,6 +62,7 @@ class Scripted:
 
     def __init__(self, speculative: bool = True, running: int = 0, refuse: bool = False) -> None:
         self.speculative, self.running, self.refuse = speculative, running, refuse
+        self.has_metrics = True
         self.models = ["tiny/qwen36"]
         self.engines = [[100.0, 300.0, 120.0, 80.0, 30.0, 10.0], [50.0, 150.0, 60.0, 40, 15, 5]]
         self.bodies: list[dict[str, Any]] = []
@@ -114,7 +115,7 @@ def scripted() -> Iterator[tuple[Scripted, str]]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            if self.path == "/metrics":
+            if self.path == "/metrics" and script.has_metrics:
                 self._send(200, script.metrics().encode(), "text/plain")
             elif self.path == "/v1/models":
                 self._send(200, json.dumps({"data": [{"id": m} for m in script.models]}).encode())
@@ -227,6 +228,11 @@ def test_side_by_side_with_no_speculation_and_running_requests_warned(
     assert done.returncode == 0, done.stderr
     (line,) = done.stdout.splitlines()
     assert line.startswith(f"{url}/v1: no speculative decoding") and "tokens/s" in line, line
+    script.has_metrics = False  # an OpenAI server that is not vLLM's
+    done = _acceptance("--endpoint", url, "--data", data)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"{url}/v1: no /metrics: not vLLM's OpenAI server"), line
 
 
 @pytest.mark.pure

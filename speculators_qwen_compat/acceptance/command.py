@@ -50,9 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
-def main(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    stream, errors = out or sys.stdout, err or sys.stderr
-    return run_main(lambda: _run(args, stream, errors), args.debug)
+def main(args: argparse.Namespace) -> int:
+    return run_main(lambda: _run(args, sys.stdout, sys.stderr), args.debug)
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

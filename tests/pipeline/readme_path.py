@@ -152,14 +152,3 @@ def with_cpu(tokens: list[str]) -> list[str]:
     if "speculators_qwen_compat.train" in tokens:
         return [*tokens, *CPU_TRAIN]
     return tokens
-
-
-def pipeline(tokens: list[str]) -> list[list[str]]:
-    """A command split at its ``|`` into the commands of a shell pipeline."""
-    out: list[list[str]] = [[]]
-    for token in tokens:
-        if token == "|":
-            out.append([])
-        else:
-            out[-1].append(token)
-    return out

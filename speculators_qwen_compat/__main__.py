@@ -1,8 +1,8 @@
-"""``python -m speculators_qwen_compat status [--json]`` or ``doctor ...`` (the same commands).
+"""``python -m speculators_qwen_compat status [--json]``, ``doctor ...`` or ``acceptance ...``.
 
-``status``: the installed speculators, transformers and datasets versions, whether we test this
-release, and per fix its state, the releases it was tested on and why. ``doctor --model M
-[--data FILE]``: the template's profile, the mask strategy and a dry run (doctor/command.py).
+``status``: versions, whether we test this release, and per fix its state and why. ``doctor
+--model M [--data FILE]``: template, masks, a dry run (doctor/command.py). ``acceptance
+--endpoint URL --data FILE``: a served drafter's acceptance (acceptance/command.py).
 """
 
 from __future__ import annotations
@@ -81,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     from speculators_qwen_compat.doctor import command as doctor
 
     doctor.add_arguments(doctor_parser)
+    from speculators_qwen_compat.acceptance import command as acceptance
+
+    acceptance.add_arguments(
+        commands.add_parser("acceptance", help="a served drafter's acceptance on your data")
+    )
     args = parser.parse_args(argv)
+    if args.command == "acceptance":
+        return acceptance.main(args)
     if args.command == "doctor":
         return doctor.main(args)
     if args.command == "status":

@@ -50,17 +50,36 @@ def api_base(endpoint: str) -> str:
     return base if base.endswith("/v1") else base + "/v1"
 
 
-def _request(url: str, body: dict[str, Any] | None = None, timeout: float = 120) -> Any:
+class HttpRefused(CompatError):
+    """The server answered with an HTTP error status (``status``): it is up, and said no."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def fetch(url: str, body: dict[str, Any] | None = None, timeout: float = 120) -> bytes:
+    """GET ``url`` (POST ``body`` as JSON); the reply's bytes. HttpRefused for an error status,
+    CompatError ("no answer") when nothing answers: doctor's and acceptance's one HTTP client."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"} if data else {}
     request = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
-            return json.load(reply)
+            return reply.read()
     except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:300]
-        raise CompatError(f"--endpoint {url}: HTTP {exc.code}: {detail}") from None
+        detail = " ".join(exc.read().decode(errors="replace").split())[:300]
+        raise HttpRefused(f"--endpoint {url}: HTTP {exc.code}: {detail}", exc.code) from None
     except (OSError, ValueError) as exc:
+        raise CompatError(f"--endpoint {url}: no answer ({reason_of(exc)})") from None
+
+
+def request_json(url: str, body: dict[str, Any] | None = None, timeout: float = 120) -> Any:
+    """``fetch`` with the reply read as JSON (a reply that is not JSON: "no answer")."""
+    reply = fetch(url, body, timeout)
+    try:
+        return json.loads(reply)
+    except ValueError as exc:
         raise CompatError(f"--endpoint {url}: no answer ({reason_of(exc)})") from None
 
 
@@ -88,7 +107,7 @@ def check_endpoint(
     endpoint: str, model: str, target_ids: list[int] | None, probe_ids: list[int]
 ) -> EndpointCheck:
     base = api_base(endpoint)
-    models = _request(base + "/models", timeout=30).get("data") or []
+    models = request_json(base + "/models", timeout=30).get("data") or []
     if not models:
         raise CompatError(f"--endpoint {base}: the server lists no model yet (still loading?)")
     served = str(models[0]["id"])
@@ -120,7 +139,7 @@ def check_endpoint(
 
 def _probe(base: str, served: str, probe_ids: list[int]) -> tuple[int, int]:
     """Ask the server to extract the hidden states of a few tokens; (layers, hidden size)."""
-    reply = _request(
+    reply = request_json(
         base + "/completions",
         {"model": served, "prompt": probe_ids, "max_tokens": 1, "temperature": 0},
     )

@@ -13,6 +13,7 @@ Substitutions (``Swap``: the user's -> the tier's):
 |---|---|---|
 | ``Qwen/Qwen3.6-27B`` | the tiny checkpoint's folder | no 27B weights here |
 | ``chats.jsonl``, ``prepared``, ``replies.jsonl``, ``out/...`` | files in the stage's folder | |
+| ``heldout.jsonl`` | the stage's text conversations | the drafter's server reads no images |
 | ``/path/to/speculators-qwen-compat`` | this checkout | |
 | ``http://127.0.0.1:8000`` | the tier's vLLM (a free port) | |
 | ``/tmp/hidden-states`` (vLLM's scratch) | the stage's folder | |
@@ -151,14 +152,3 @@ def with_cpu(tokens: list[str]) -> list[str]:
     if "speculators_qwen_compat.train" in tokens:
         return [*tokens, *CPU_TRAIN]
     return tokens
-
-
-def pipeline(tokens: list[str]) -> list[list[str]]:
-    """A command split at its ``|`` into the commands of a shell pipeline."""
-    out: list[list[str]] = [[]]
-    for token in tokens:
-        if token == "|":
-            out.append([])
-        else:
-            out[-1].append(token)
-    return out

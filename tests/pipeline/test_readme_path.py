@@ -7,7 +7,8 @@ steps for every target, and test_pipeline.py's training runs the ``train-eagle3`
 Qwen3.6-class target: ``install`` (into a fresh venv), ``status``, ``doctor``, ``regenerate``
 (a generating vLLM started by the README's own line, then the command), ``doctor-endpoint``,
 and ``serve-drafter`` + ``acceptance`` (a vLLM serving the target with the EAGLE-3 drafter the
-README's command trained, read through vLLM's own counters). Each extra server runs beside
+README's command trained, measured by the README's ``acceptance`` command, whose figures must
+equal the increase of vLLM's own counters). Each extra server runs beside
 the stage's for the length of its test.
 """
 
@@ -154,16 +155,30 @@ def test_doctor_endpoint(stage: Stage) -> None:
     assert f"layers: match: the server extracts {len(LAYER_IDS)} layers" in ran.stdout
 
 
-def _counters(stage: Stage, server: Any) -> dict[str, float]:
-    """The README's acceptance step against ``server``: a completion, then its counters."""
+def _acceptance(stage: Stage, server: Any) -> dict[str, Any]:
+    """The README's acceptance step against ``server`` on the stage's text conversations (the
+    README's server line has no --allowed-local-media-path): its figures, each checked against
+    the increase of /metrics read around the run by Prometheus' own parser."""
+    from metrics_oracle import spec_counters
+
+    heldout = stage.work / "heldout-text.jsonl"
+    rows = [line for line in stage.data.read_text().splitlines() if '"image' not in line]
+    heldout.write_text("\n".join(rows) + "\n")
     served = swap_for(stage.model, stage.work, stage.data, server.url)
-    complete, metrics = readme_path.command("acceptance", served)
-    done = execute(complete, stage.work)
-    assert done.returncode == 0 and '"choices"' in done.stdout, done.stdout + done.stderr
-    fetch, grep = readme_path.pipeline(metrics)
-    page = execute(fetch, stage.work)
-    found = subprocess.run(grep, input=page.stdout, capture_output=True, text=True)
-    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in found.stdout.splitlines())}
+    served.paths["heldout.jsonl"] = heldout
+    (command,) = readme_path.command("acceptance", served)
+    before = spec_counters(server.url)
+    done = execute(command, stage.work)
+    after = spec_counters(server.url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (figures,) = json.loads((stage.work / "acceptance.json").read_text())["endpoints"]
+    for name in ("drafts", "draft_tokens", "accepted_tokens"):
+        assert figures[name] == after[name] - before[name], (name, figures, before, after)
+    added = [after["per_position"][p] - before["per_position"].get(p, 0)
+             for p in sorted(after["per_position"])]  # fmt: skip
+    assert figures["per_position_accepted"] == added, (figures, before, after)
+    assert figures["requests"] == len(rows) and "mean acceptance length" in done.stdout
+    return figures
 
 
 @ONE_KIND
@@ -176,25 +191,19 @@ def test_serve_the_dflash_drafter(stage: Stage) -> None:
         assert result.returncode == 0, result.stderr[-3000:]
     (serve,) = readme_path.command("serve-dflash", swap(stage))
     with vllm_server.serve(readme_path.with_cpu(serve)) as server:
-        counters = _counters(stage, server)
-    drafted = sum(v for k, v in counters.items() if "num_draft_tokens" in k)
-    drafts = sum(v for k, v in counters.items() if "num_drafts" in k)
-    assert drafts > 0 and drafted == 15 * drafts, counters
+        figures = _acceptance(stage, server)
+    assert figures["drafts"] > 0 and figures["draft_tokens"] == 15 * figures["drafts"], figures
 
 
 @ONE_KIND
 def test_serve_the_drafter(stage: Stage) -> None:
     """vLLM serves the target with the drafter the README's EAGLE-3 command saved, as saved;
-    a completion goes through speculation and the README's grep finds the counters."""
+    the README's acceptance command reads its counters (figures = /metrics' increase)."""
     if not (saved(stage, "eagle3", online=False) / "0").is_dir():  # run out of order
         result, _ = train(stage, "eagle3", online=False)
         assert result.returncode == 0, result.stderr[-3000:]
     (serve,) = readme_path.command("serve-drafter", swap(stage))
     with vllm_server.serve(readme_path.with_cpu(serve)) as server:
-        counters = _counters(stage, server)
-    names = {re.sub(r"\{.*\}", "", name) for name in counters}
-    wanted = ("drafts", "draft_tokens", "accepted_tokens")
-    assert names == {f"vllm:spec_decode_num_{what}_total" for what in wanted}, counters
-    drafted = sum(v for k, v in counters.items() if "num_draft_tokens" in k)
-    accepted = sum(v for k, v in counters.items() if "num_accepted_tokens" in k)
-    assert drafted > 0 and 0 <= accepted <= drafted, counters
+        figures = _acceptance(stage, server)
+    assert figures["draft_tokens"] == 3 * figures["drafts"] > 0, figures
+    assert 0 <= figures["accepted_tokens"] <= figures["draft_tokens"], figures

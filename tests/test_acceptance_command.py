@@ -1,0 +1,400 @@
+"""``speculators-qwen-compat acceptance`` (speculators_qwen_compat/acceptance/).
+
+Against a scripted OpenAI server (``pure``: no release involved): the prompts sent (turns before
+the last assistant turn, temperature 0, both formats), the figures as the increase of counters
+summed over two engines, the lone endpoint without speculation, the running-requests warning, and
+each fault as one line. Against a real vLLM 0.32 on CPU (``vllm``: one module-scoped server
+serving a tiny composite Qwen3.6-class checkpoint, processor files included, with an EAGLE-3
+drafter as users serve it, ``--speculative-config``): the command's figures equal the increase
+of the counters read from ``/metrics`` around it by this module's own reading of the text.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from speculators_qwen_compat.acceptance import counters
+
+ERROR = "speculators_qwen_compat: error: "
+ROWS = [
+    {"messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name a prime."},
+        {"role": "assistant", "content": "7"},
+    ]},
+    {"conversations": [
+        {"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"},
+        {"from": "human", "value": "Count to 3"}, {"from": "gpt", "value": "1 2 3"},
+    ]},
+    {"messages": [{"role": "user", "content": "A question with no reply yet"}]},
+    {"messages": [{"role": "assistant", "content": "no user turn at all"}]},
+    {"messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+            "name": "weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "content": "sunny"},
+        {"role": "assistant", "content": "Sunny."},
+    ], "tools": [{"type": "function", "function": {
+        "name": "weather", "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]},
+]  # fmt: skip
+#: the real server's window (the tiny verifier's positions)
+MAX_MODEL_LEN = 2048
+#: what the scripted server adds per request, per engine it lands on: drafts, draft tokens,
+#: accepted tokens, accepted at positions 0, 1, 2
+PER_REQUEST = (2, 6, 3, 2, 1, 0)
+
+
+class Scripted:
+    """A scripted vLLM OpenAI server: two engines (data parallel), counters from ``start``."""
+
+    def __init__(self, speculative: bool = True, running: int = 0, refuse: bool = False) -> None:
+        self.speculative, self.running, self.refuse = speculative, running, refuse
+        self.has_metrics = True
+        self.models = ["tiny/qwen36"]
+        self.engines = [[100.0, 300.0, 120.0, 80.0, 30.0, 10.0], [50.0, 150.0, 60.0, 40, 15, 5]]
+        self.bodies: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def metrics(self) -> str:
+        lines = ["# TYPE vllm:num_requests_running gauge"]
+        names = ("drafts", "draft_tokens", "accepted_tokens")
+        for engine, values in enumerate(self.engines):
+            labels = f'engine="{engine}",model_name="{self.models[0]}"'
+            lines.append(f"vllm:num_requests_running{{{labels}}} {self.running / 2}")
+            if not self.speculative:
+                continue
+            for name, value in zip(names, values[:3], strict=True):
+                lines.append(f"vllm:spec_decode_num_{name}_total{{{labels}}} {value}")
+                lines.append(f"vllm:spec_decode_num_{name}_created{{{labels}}} 1.7e+09")
+            for position, value in enumerate(values[3:]):
+                at = f'{labels},position="{position}"'
+                lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{{at}}} {value}")
+                lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_created{{{at}}} 1.7e9")
+        return "\n".join(lines) + "\n"
+
+    def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.refuse:
+            message = "This model's maximum context length is 512 tokens."
+            return 400, {"error": {"message": message, "type": "BadRequestError", "code": 400}}
+        if body.get("model") not in self.models:
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
+        with self.lock:
+            self.bodies.append(body)
+            engine = self.engines[len(self.bodies) % 2]
+            for i, step in enumerate(PER_REQUEST):
+                engine[i] += step
+        return 200, {"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": 5}}
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[Scripted, str]]:
+    script = Scripted()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/metrics" and script.has_metrics:
+                self._send(200, script.metrics().encode(), "text/plain")
+            elif self.path == "/v1/models":
+                self._send(200, json.dumps({"data": [{"id": m} for m in script.models]}).encode())
+            else:
+                self._send(404, b'{"detail": "Not Found"}')
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            status, reply = script.chat(body)
+            self._send(status, json.dumps(reply).encode())
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield script, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _data(tmp_path: Path) -> Path:
+    path = tmp_path / "heldout.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    return path
+
+
+def _acceptance(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "speculators_qwen_compat", "acceptance", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def _one_error_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith(ERROR)]
+    assert len(lines) == 1 and done.stderr.rstrip().endswith(lines[0]), done.stderr
+    return lines[0]
+
+
+@pytest.mark.pure
+def test_engines_are_summed_and_created_series_ignored() -> None:
+    """Data parallel: one series per engine, summed; ``_created`` timestamps are not counts."""
+    script = Scripted(running=3)
+    before = counters.parse(script.metrics())
+    assert (before.drafts, before.draft_tokens, before.accepted_tokens) == (150, 450, 180)
+    assert before.per_position == {0: 120, 1: 45, 2: 15} and before.running == 3
+    script.chat({"model": "tiny/qwen36"})  # lands on engine 1
+    script.chat({"model": "tiny/qwen36"})  # engine 0
+    added = counters.increase(before, counters.parse(script.metrics()))
+    assert added is not None
+    assert (added.drafts, added.draft_tokens, added.accepted_tokens) == (4, 12, 6)
+    assert added.per_position_accepted == [4, 2, 0]
+    assert added.acceptance_rate == 0.5 and added.mean_acceptance_length == 2.5
+    assert added.per_position == [1.0, 0.5, 0.0]
+    assert counters.increase(before, counters.parse(Scripted(speculative=False).metrics())) is None
+    with pytest.raises(ValueError, match="restarted"):
+        counters.increase(counters.parse(script.metrics()), before)
+
+
+@pytest.mark.pure
+def test_figures_are_the_increase_of_the_prompts_sent(
+    scripted: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    script, url = scripted
+    out = tmp_path / "figures.json"
+    done = _acceptance("--endpoint", url, "--data", str(_data(tmp_path)), "--max-tokens", "7",
+                       "--concurrency", "2", "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    sent = {body["messages"][0]["content"]: body for body in script.bodies}
+    firsts = ("A question with no reply yet", "Be brief.", "Hi")
+    assert [sent[first]["messages"] for first in firsts] == [
+        [{"role": "user", "content": "A question with no reply yet"}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a prime."}],
+        [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+         {"role": "user", "content": "Count to 3"}],
+    ]  # fmt: skip
+    tool = sent["Weather in Paris?"]
+    assert [turn["role"] for turn in tool["messages"]] == ["user", "assistant", "tool"]
+    assert tool["tools"] == ROWS[4]["tools"] and tool["tool_choice"] == "none"
+    assert all(b["temperature"] == 0 and b["max_tokens"] == 7 for b in sent.values())
+    assert "skipped 1 conversations: 1 no user turn" in done.stderr, done.stderr
+    (figures,) = json.loads(out.read_text())["endpoints"]
+    wanted = {"requests": 4, "completion_tokens": 20, "drafts": 8, "draft_tokens": 24,
+              "accepted_tokens": 12, "acceptance_rate": 0.5, "mean_acceptance_length": 2.5,
+              "per_position": [1.0, 0.5, 0.0], "model": "tiny/qwen36"}  # fmt: skip
+    assert {k: figures[k] for k in wanted} == wanted
+    assert figures["tokens_per_second"] == pytest.approx(20 / figures["seconds"])
+    table = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in
+                 done.stdout.splitlines()[1:] if "  " in line.strip())  # fmt: skip
+    assert table["acceptance rate"] == "50.0%" and table["mean acceptance length"] == "2.50"
+    assert table["accepted at position 1"] == "50.0%", done.stdout
+    assert "other requests it served during the run count" in done.stdout
+    assert "warning" not in done.stderr
+
+
+@pytest.mark.pure
+def test_side_by_side_with_no_speculation_and_running_requests_warned(
+    scripted: tuple[Scripted, str], tmp_path: Path
+) -> None:
+    """The same endpoint twice as two columns; a server without speculation: tokens/s only
+    (alone: one line); requests running at the start: a warning."""
+    script, url = scripted
+    data = str(_data(tmp_path))
+    script.running = 2
+    done = _acceptance("--endpoint", url, "--endpoint", url + "/v1", "--data", data)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("was running 2 requests when the measurement started") == 2
+    header = done.stdout.splitlines()[0].split()
+    assert header == [url + "/v1", url + "/v1"]
+    script.speculative, script.running = False, 0
+    done = _acceptance("--endpoint", url, "--data", data)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"{url}/v1: no speculative decoding") and "tokens/s" in line, line
+    script.has_metrics = False  # an OpenAI server that is not vLLM's
+    done = _acceptance("--endpoint", url, "--data", data)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"{url}/v1: no /metrics: not vLLM's OpenAI server"), line
+
+
+@pytest.mark.pure
+def test_faults_are_one_line(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """A server that is down, a model name it does not serve, a refused request."""
+    script, url = scripted
+    data = str(_data(tmp_path))
+    down = _one_error_line(_acceptance("--endpoint", "http://127.0.0.1:9", "--data", data))
+    assert "no answer" in down and "is vLLM serving there?" in down, down
+    wrong = _one_error_line(_acceptance("--endpoint", url, "--data", data, "--model", "other"))
+    assert "--model other: the server at" in wrong and "serves tiny/qwen36" in wrong, wrong
+    script.models.append("second")
+    several = _one_error_line(_acceptance("--endpoint", url, "--data", data))
+    assert "choose one with --model" in several, several
+    script.refuse = True
+    refused = _one_error_line(_acceptance("--endpoint", url, "--data", data, "--model", "second"))
+    assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
+    assert "maximum context length" in refused, refused
+
+
+@pytest.fixture(scope="module")
+def drafter_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """vLLM 0.32 serving a tiny composite Qwen3.6-class verifier (processor files included)
+    with an EAGLE-3 drafter saved by the release's own construction path, as users serve it.
+    The verifier's final norm is zero (``x*(1+w)``, w = -1) and so is the drafter's (``x*w``):
+    greedy text is token 0 throughout and the drafter proposes token 0, so every draft token is
+    accepted, a figure a wrong counter cannot give."""
+    import tiny_checkpoints as tiny
+    import torch
+    import vllm_server
+    from drafters import build_drafter
+    from safetensors.torch import load_file, save_file
+
+    root = tmp_path_factory.mktemp("acceptance")
+    verifier = tiny.write_checkpoint(
+        root / "verifier", "qwen35", sizes=tiny.VLLM, bf16=True, processor=True
+    )
+    weights = load_file(verifier / "model.safetensors")
+    weights["model.language_model.norm.weight"].fill_(-1.0)
+    save_file(weights, verifier / "model.safetensors", metadata={"format": "pt"})
+    drafter = build_drafter(verifier, "eagle3", root / "eagle3.run")
+    with torch.no_grad():
+        drafter.norm.weight.zero_()
+    drafter.save_pretrained(root / "eagle3")
+    speculative = {"method": "eagle3", "model": str(root / "eagle3"), "num_speculative_tokens": 3}
+    with vllm_server.serve([
+        "vllm", "serve", str(verifier), "--max-model-len", str(MAX_MODEL_LEN),
+        "--speculative-config", json.dumps(speculative),
+        "--enforce-eager", "--dtype", "bfloat16", "--no-enable-prefix-caching",
+    ]) as server:  # fmt: skip
+        yield server
+
+
+@pytest.mark.vllm
+def test_real_vllm_figures_are_the_counters_increase(drafter_served: Any, tmp_path: Path) -> None:
+    """The README's flags against a real vLLM with a drafter: every figure equals the increase
+    of /metrics read around the run by Prometheus' own parser (metrics_oracle.py)."""
+    from metrics_oracle import spec_counters
+
+    out = tmp_path / "acceptance.json"
+    before = spec_counters(drafter_served.url)
+    done = _acceptance("--endpoint", drafter_served.url, "--data", str(_data(tmp_path)),
+                       "--rows", "200", "--max-tokens", "24", "--concurrency", "2",
+                       "--json", str(out))  # fmt: skip
+    after = spec_counters(drafter_served.url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (figures,) = json.loads(out.read_text())["endpoints"]
+    for name in ("drafts", "draft_tokens", "accepted_tokens"):
+        assert figures[name] == after[name] - before[name], (name, figures, before, after)
+    positions = sorted(after["per_position"])
+    assert positions == [0, 1, 2]
+    added = [after["per_position"][p] - before["per_position"].get(p, 0) for p in positions]
+    assert figures["per_position_accepted"] == added
+    assert figures["requests"] == 4 and figures["completion_tokens"] == 4 * 24
+    assert figures["drafts"] > 0 and figures["accepted_tokens"] == figures["draft_tokens"]
+    assert figures["mean_acceptance_length"] == 4.0 and figures["per_position"] == [1.0] * 3
+    assert "mean acceptance length" in done.stdout and "warning" not in done.stderr
+
+
+@pytest.mark.vllm
+def test_real_vllm_faults_and_running_requests(drafter_served: Any, tmp_path: Path) -> None:
+    """The same server: a model name it does not serve and a request it refuses (a prompt
+    above --max-model-len) are one line; a request running when the run starts is warned of."""
+    data = str(_data(tmp_path))
+    wrong = _one_error_line(
+        _acceptance("--endpoint", drafter_served.endpoint, "--data", data, "--model", "nope")
+    )
+    assert "--model nope: the server at" in wrong, wrong
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 3000}]}))
+    refused = _one_error_line(_acceptance("--endpoint", drafter_served.url, "--data", str(long)))
+    assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
+    # Two requests that would run for thousands of steps (sampled at temperature 1, the
+    # drafter's token 0 is rejected: one token per step), sent and never read; closing their
+    # connections afterwards makes vLLM abort them. (A one-token prompt would kill vLLM 0.32's
+    # CPU engine: "causal_conv1d_fwd_cpu: expect x to be transposed".)
+    busy = {"model": _served_name(drafter_served.url), "prompt": "Count to a thousand, slowly.",
+            "max_tokens": MAX_MODEL_LEN - 16, "ignore_eos": True, "temperature": 1.0}  # fmt: skip
+    others = [http.client.HTTPConnection("127.0.0.1", drafter_served.port) for _ in range(2)]
+    try:
+        for other in others:
+            other.request("POST", "/v1/completions", json.dumps(busy),
+                          {"Content-Type": "application/json"})  # fmt: skip
+        _wait_running(drafter_served.url)
+        done = _acceptance("--endpoint", drafter_served.url, "--data", data, "--max-tokens", "4")
+    finally:
+        for other in others:
+            other.close()
+    assert done.returncode == 0, done.stderr
+    warned = re.search(r"was running [12] requests when the measurement started", done.stderr)
+    assert warned, done.stderr
+
+
+def _served_name(url: str) -> str:
+    with urllib.request.urlopen(url + "/v1/models", timeout=30) as reply:
+        return json.load(reply)["data"][0]["id"]
+
+
+def _wait_running(url: str, timeout: float = 60) -> None:
+    """Until the server's own gauge shows a running request."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as reply:
+            text = reply.read().decode()
+        if re.search(r"^vllm:num_requests_running\{[^}]*\} [1-9]", text, re.MULTILINE):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the other request never ran")
+
+
+@pytest.mark.pure
+def test_table_beside_no_speculation_and_the_bar() -> None:
+    """A column without speculation shows tokens/s, dashes for the rest, and a line under the
+    table; the bar redraws in place on a terminal and keeps a warning on a line of its own."""
+    import io
+
+    from speculators_qwen_compat.acceptance.counters import Increase
+    from speculators_qwen_compat.acceptance.measure import Result
+    from speculators_qwen_compat.acceptance.progress import Progress
+    from speculators_qwen_compat.acceptance.report import table
+
+    drafted = Result("http://a/v1", "m", 2, 40, 2.0, 0, Increase(10, 30, 15, [8, 5, 2]))
+    plain = Result("http://b/v1", "m", 2, 40, 4.0, 0, None)
+    rows = {line.split("  ")[0]: line.split() for line in table([drafted, plain]).splitlines()}
+    assert rows["tokens/s"][-2:] == ["20.0", "10.0"]
+    assert rows["acceptance rate"][-2:] == ["50.0%", "-"]
+    assert rows["mean acceptance length"][-2:] == ["2.50", "-"]
+    assert rows["accepted at position 2"][-2:] == ["20.0%", "-"]
+    assert "http://b/v1: no speculative decoding" in table([drafted, plain]).splitlines()[-1]
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = Progress("http://a", 3, screen)
+    bar.tick()
+    bar.note("warning: busy")
+    bar.tick()
+    bar.close()
+    text = screen.getvalue()
+    assert "\r" in text and "1/3 requests" in text and text.endswith("2/3 requests 0 s\n")
+    assert "\nwarning: busy\n" in text.replace("\r\033[K", "\n")

@@ -15,7 +15,8 @@ from typing import Any
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.normalize import media_forms
 from speculators_qwen_compat.data.normalize.normalize import BadConversation, normalize_row
-from speculators_qwen_compat.data.read.files import RowStream, local_json_files
+from speculators_qwen_compat.data.read import sources
+from speculators_qwen_compat.data.read.files import RowStream
 from speculators_qwen_compat.data.render.render import request_messages
 
 
@@ -50,14 +51,14 @@ def prompt_of(row: dict[str, Any], source: str) -> Prompt:
 
 def read_prompts(spec: str, rows: int) -> Prompts:
     """The first ``rows`` usable prompts of ``--data spec``."""
-    files = local_json_files(spec)
-    if files is None:
+    found = sources.resolve(spec)  # a Hub repo folder: its train split; hf:DIR:test another
+    if found is None:
         raise CompatError(
             f"--data {spec}: acceptance reads local .json/.jsonl/.parquet files and folders, "
             "save_to_disk folders and hf: data"
         )
     out = Prompts()
-    stream = RowStream(files, None)
+    stream = RowStream(found.sources, None)
     for raw in stream:
         try:
             row = json.loads(raw.text)

@@ -145,14 +145,17 @@ def test_a_compression_that_is_not_read_is_one_line(tmp_path: Path, qwen36_dir: 
     assert not output.exists()
 
 
-def test_a_damaged_gz_file_is_named(tmp_path: Path, qwen36_dir: Path) -> None:
-    whole = gzip.compress(_lines(good_rows(8)).encode())
-    data = tmp_path / "chats.jsonl.gz"
-    data.write_bytes(whole[: len(whole) // 2])
+@pytest.mark.parametrize("method", ["gz", *(["zst"] if HAS_ZSTD else [])])
+def test_a_file_cut_short_is_named(tmp_path: Path, qwen36_dir: Path, method: str) -> None:
+    """Cut inside its compressed stream: one line naming the file, never a shorter run (a zst
+    reader ends quietly at a cut frame unless asked)."""
+    whole = _write(tmp_path / f"whole.jsonl.{method}", _lines(good_rows(40))).read_bytes()
+    data = tmp_path / f"chats.jsonl.{method}"
+    data.write_bytes(whole[: len(whole) * 6 // 10])
     output = tmp_path / "out"
     result = prepare(qwen36_dir, output, data)
     assert result.returncode == 1
     error = last_line(result.stderr)
-    assert error.startswith(f"speculators_qwen_compat: error: {data}: the compressed file is "
-                            "damaged"), result.stderr[-2000:]  # fmt: skip
-    assert not output.exists()
+    assert error.startswith(f"speculators_qwen_compat: error: {data}: cannot be read as "
+                            f".{method}-compressed data"), result.stderr[-2000:]  # fmt: skip
+    assert "cut short" in error and not output.exists()

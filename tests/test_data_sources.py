@@ -46,6 +46,62 @@ def test_a_plain_folder_is_read_whole_whatever_its_names(tmp_path: Path) -> None
     assert not_read == {} and split is None
 
 
+@pytest.mark.parametrize(
+    "readme", ["# my chats\n", "---\nlayout: post\ntitle: [unclosed\n---\nA Jekyll page.\n"]
+)
+def test_a_readme_that_is_no_dataset_card_keeps_a_plain_folder_whole(
+    tmp_path: Path, readme: str
+) -> None:
+    """A one-line README, or a Jekyll page's header that is no YAML card: a folder users had."""
+    folder = _files(tmp_path / "chats", "a.jsonl", "my_train.jsonl", ".old/hidden.jsonl")
+    (folder / "README.md").write_text(readme, encoding="utf-8")
+    names, not_read, split = _read(str(folder))
+    assert names == [".old/hidden.jsonl", "a.jsonl", "my_train.jsonl"] and split is None
+    assert not_read == {}
+
+
+def test_a_download_without_a_readme_reads_its_train_split(tmp_path: Path) -> None:
+    """``huggingface-cli download --local-dir`` of a repo with data/train.jsonl and
+    data/test.jsonl (its .cache/huggingface/ metadata beside them), and root train/test files
+    that are the folder's only data: both by datasets' names."""
+    download = _files(tmp_path / "dl", "data/train.jsonl", "data/test.jsonl",
+                      ".cache/huggingface/download/data/train.jsonl.metadata")  # fmt: skip
+    assert _read(str(download))[:1] == (["data/train.jsonl"],)
+    assert list(_read(str(download))[1]) == ["data/test.jsonl"]
+    roots = _files(tmp_path / "roots", "train.jsonl", "test.jsonl")
+    assert _read(str(roots))[0] == ["train.jsonl"]
+
+
+def test_the_hub_caches_repo_folder_reads_its_snapshot(tmp_path: Path) -> None:
+    """``~/.cache/huggingface/hub/datasets--org--name``: refs/main names the snapshot read;
+    the symlinked folders of a snapshot are followed (the cache links files to blobs)."""
+    repo = tmp_path / "datasets--org--chats"
+    blobs = _files(repo / "blobs", "aaa", "bbb")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("rev2\n")
+    for rev in ("rev1", "rev2"):
+        (repo / "snapshots" / rev / "data").mkdir(parents=True)
+        (repo / "snapshots" / rev / "data" / "train-00000-of-00001.jsonl").symlink_to(blobs / "aaa")
+        (repo / "snapshots" / rev / "data" / "test-00000-of-00001.jsonl").symlink_to(blobs / "bbb")
+    names, not_read, split = _read(str(repo))
+    assert (names, split) == (["data/train-00000-of-00001.jsonl"], "train")
+    assert list(not_read) == ["data/test-00000-of-00001.jsonl"]
+
+
+def test_a_symlinked_folder_is_read(tmp_path: Path) -> None:
+    real = _files(tmp_path / "elsewhere", "b.jsonl")
+    folder = _files(tmp_path / "chats", "a.jsonl")
+    (folder / "more").symlink_to(real, target_is_directory=True)
+    assert _read(str(folder))[0] == ["a.jsonl", "more/b.jsonl"]
+
+
+def test_a_shard_missing_from_a_download_is_named(tmp_path: Path) -> None:
+    folder = _files(tmp_path / "cut", "data/train-00000-of-00002.jsonl")
+    found = resolve(str(folder))
+    assert found is not None
+    assert found.record()["missing_shards"] == ["data/train-*-of-00002 (1 of 2)"]
+
+
 def test_a_readme_beside_split_names_reads_the_train_split(tmp_path: Path) -> None:
     folder = _files(tmp_path / "repo", "train.jsonl", "test.jsonl", "validation.jsonl")
     (folder / "README.md").write_text("# a dataset card\n", encoding="utf-8")
@@ -75,9 +131,25 @@ def test_readme_configs_choose_the_files(tmp_path: Path) -> None:
     )
     names, not_read, split = _read(str(folder))
     assert (names, split) == (["en/part-0.jsonl"], "train")
-    assert not_read["en/held.jsonl"].startswith("split 'test'")
-    assert "fr/part-0.jsonl" in not_read  # another config's file: named, never read silently
+    assert not_read["en/held.jsonl"] == f"split 'test': hf:{folder}:en:test reads it"
+    # another config's file: named with its config, never read silently
+    assert not_read["fr/part-0.jsonl"] == (
+        f"config 'fr', split 'train': hf:{folder}:fr:train reads it"
+    )
     assert _read(f"hf:{folder}:fr:train")[0] == ["fr/part-0.jsonl"]
+
+
+def test_configs_by_data_dir(tmp_path: Path) -> None:
+    """Configs that name only a ``data_dir``: each reads its own folder by datasets' names."""
+    folder = _files(tmp_path / "repo", "en/train.jsonl", "en/test.jsonl", "fr/train.jsonl")
+    (folder / "README.md").write_text(
+        "---\nconfigs:\n- config_name: en\n  data_dir: en\n  default: true\n"
+        "- config_name: fr\n  data_dir: fr\n---\n",
+        encoding="utf-8",
+    )
+    names, not_read, _ = _read(str(folder))
+    assert names == ["en/train.jsonl"] and sorted(not_read) == ["en/test.jsonl", "fr/train.jsonl"]
+    assert _read(f"hf:{folder}:fr:train")[0] == ["fr/train.jsonl"]
 
 
 def test_doctor_reads_the_train_split_and_says_so(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from speculators_qwen_compat.core.errors import DataError
 from speculators_qwen_compat.data.read.table_rows import PARQUET_SUFFIX
@@ -77,10 +77,46 @@ def open_binary(path: Path) -> IO[bytes]:
 
         return lzma.open(path, "rb")
     if compression == ".zst":
+        return io.BufferedReader(_ZstdFrames(path))
+    return path.open("rb")
+
+
+class _ZstdFrames(io.RawIOBase):
+    """A .zst file's frames, decompressed; a file cut inside a frame raises ``EOFError`` at its
+    end, as gzip, bz2 and lzma do (zstandard's stream reader ends there without a word)."""
+
+    def __init__(self, path: Path) -> None:
         import zstandard
 
-        raw = path.open("rb")
-        # a stream reader has no readline: buffered, it reads lines as a plain file does
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.BufferedReader(reader)  # type: ignore[arg-type]
-    return path.open("rb")
+        self._zstd = zstandard
+        self._file = path.open("rb")
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._pending = b""
+        self._started = False  # a frame has begun and not ended
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._file.read(1 << 16)
+            if not chunk:
+                if self._started:
+                    raise EOFError("the file ends inside a zstd frame")
+                return 0
+            while chunk:
+                self._started = True
+                self._pending += self._frame.decompress(chunk)
+                if not self._frame.eof:
+                    break
+                chunk = self._frame.unused_data  # the next frame's first bytes, if any
+                self._frame = self._zstd.ZstdDecompressor().decompressobj()
+                self._started = bool(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()

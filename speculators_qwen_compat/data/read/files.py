@@ -169,9 +169,10 @@ def file_rows(path: Any) -> Iterator[RawRow]:
         if isinstance(exc, DataError) or compression.data_suffix(path)[1] is None:
             raise
         # gzip.BadGzipFile, lzma.LZMAError, zstandard.ZstdError (a ValueError) ...
+        packed = compression.data_suffix(path)[1]
         raise DataError(
-            f"{path}: the compressed file is damaged ({type(exc).__name__}: {exc}); "
-            "download it again"
+            f"{path}: cannot be read as {packed}-compressed data ({type(exc).__name__}: {exc}); "
+            "the file is damaged or cut short (download it again), or not compressed that way"
         ) from None
 
 

@@ -6,6 +6,8 @@ not read is named in the last line and the report (docs/formats.md, "Data as the
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,11 @@ MEDIA_SUFFIXES = frozenset({
     ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff",
     ".mp4", ".mov", ".avi", ".mkv", ".webm", ".wav", ".mp3",
 })  # fmt: skip
+#: a download's and git's own folders and files, never rows
+TOOL_FOLDERS = frozenset({".cache", ".git", ".huggingface"})
+TOOL_FILES = frozenset({".gitattributes", ".gitignore"})
+#: the Hub's shard names: PREFIX-NNNNN-of-MMMMM.ext
+SHARD = re.compile(r"(?P<prefix>.+)-\d{5}-of-(?P<of>\d{5})\.")
 #: names shown in the last line before "and N more" (compat_report.json lists them all)
 SHOWN = 3
 
@@ -37,6 +44,7 @@ class DataSources:
     split: str | None = None
     config: str | None = None
     not_read: dict[str, str] = field(default_factory=dict)  # file (in the folder) -> why
+    missing: list[str] = field(default_factory=list)  # shards named by the files, not there
 
     def record(self) -> dict[str, Any]:
         """What compat_report.json's ``data`` says of this value."""
@@ -47,6 +55,8 @@ class DataSources:
             out["config"] = self.config
         if self.not_read:
             out["not_read"] = dict(self.not_read)
+        if self.missing:
+            out["missing_shards"] = list(self.missing)
         return out
 
     def _name(self, source: Any) -> str:
@@ -59,13 +69,16 @@ class DataSources:
 def words(record: dict[str, Any]) -> str:
     """The last line's words for one ``record``: "" for a file or folder read whole."""
     parts = []
-    if "split" in record:
+    if "split" in record and record["read"]:
         read = record["read"]
         config = f" (config {record['config']})" if "config" in record else ""
         parts.append(f"read split {record['split']!r}{config} of {record['data']}: {_listed(read)}")
     if record.get("not_read"):
         names = [f"{name} ({why})" for name, why in record["not_read"].items()]
         parts.append(f"not read in {record['data']}: {_listed(names)}")
+    if record.get("missing_shards"):
+        shards = ", ".join(record["missing_shards"])
+        parts.append(f"shards missing in {record['data']} (a download cut short?): {shards}")
     return "; ".join(parts)
 
 
@@ -115,140 +128,215 @@ def _source(path: Path) -> Any:
 def _folder(folder: Path, spec: str, config: str | None, split: str | None) -> DataSources:
     """A folder's sources: its train split (or ``split``) when it is a Hub repo folder or a
     split is named, else every data file in it."""
+    folder = _snapshot(folder)
     files = _listed_files(folder)
-    splits, chosen_config = _splits(folder, spec, config, named=split is not None)
-    if splits is None:
+    layout = _layout(folder, spec, config, files, named=split is not None)
+    found = DataSources(spec, [], folder.resolve())
+    if layout is None:
         read = [f for f in files if compression.is_readable(f)]
-        chosen = None
     else:
-        chosen = split or TRAIN
-        if chosen not in splits:
+        found.split, found.config = split or TRAIN, layout.config
+        splits = layout.splits[layout.config]
+        if found.split not in splits:
             raise DataError(
-                f"--data {spec}: no split {chosen!r} (splits: {', '.join(sorted(splits))}); "
-                f"name one with hf:{folder}:SPLIT"
+                f"--data {spec}: no split {found.split!r} (splits: {', '.join(sorted(splits))}"
+                f"); name one with {layout.spec(folder, 'SPLIT')}"
             )
-        read = [f for f in splits[chosen] if compression.is_readable(f)]
-    found = DataSources(spec, [], folder.resolve(), chosen, chosen_config)
-    absolute = found.folder
-    assert absolute is not None
-    in_split = {f: name for name, members in (splits or {}).items() for f in members}
+        read = [f for f in splits[found.split] if compression.is_readable(f)]
     for file in files:
-        if file in read:
-            continue
-        relative = file.relative_to(absolute).as_posix()
-        other = in_split.get(file)
-        if other is not None and other != chosen:
-            found.not_read[relative] = f"split {other!r}: hf:{folder}:{other} reads it"
-        elif not compression.is_readable(file):
-            found.not_read[relative] = compression.why_not_read(file)
-        else:
-            found.not_read[relative] = f"in none of the splits ({', '.join(sorted(splits or {}))})"
+        if file not in read:
+            why = layout.why_not(file, found.split, folder) if layout else None
+            found.not_read[file.relative_to(found.folder).as_posix()] = why or (
+                compression.why_not_read(file)
+            )
     if not read:
         # upstream's own words (0.7+): its callers and tests match "No .json/.jsonl files found"
-        where = f"split {chosen!r} of the folder" if chosen else "the folder"
+        where = f"split {found.split!r} of the folder" if found.split else "the folder"
+        unread = f"; {words(found.record())}" if found.not_read else ""
         raise DataError(
             f"--data {spec}: No .json/.jsonl files found in {where} (nor .parquet files, nor "
-            f"a save_to_disk dataset){_unread_words(found)}"
+            f"a save_to_disk dataset){unread}"
         )
     for file in read:
         compression.require(file, spec)
+    found.missing = _missing_shards(read, found.folder)
     # upstream's order (0.7+ sort the str paths, docs/upstream.md "Conversation column"), so
     # --max-samples keeps the same rows: "a-b.jsonl" comes before "a/c.jsonl"
     found.sources = [_source(f) for f in sorted(read, key=str)]
     return found
 
 
-def _unread_words(found: DataSources) -> str:
-    return f"; {words(found.record())}" if found.not_read else ""
+def _snapshot(folder: Path) -> Path:
+    """The Hugging Face cache's folder of a repo (``datasets--ORG--NAME``: blobs/, refs/,
+    snapshots/) stands for the snapshot its ``refs/main`` names, as the cache reads it."""
+    ref = folder / "refs" / "main"
+    if ref.is_file() and (folder / "snapshots").is_dir():
+        snapshot = folder / "snapshots" / ref.read_text(encoding="utf-8").strip()
+        if snapshot.is_dir():
+            return snapshot
+    return folder
 
 
 def _listed_files(folder: Path) -> list[Path]:
-    """Every file under ``folder`` that could hold rows, absolute: not hidden (a download's
-    ``.cache/``, ``.gitattributes``), not a README or licence, not save_to_disk metadata, not
-    an image or video the rows point at."""
+    """Every file under ``folder`` that could hold rows, absolute (symlinked folders followed,
+    as the Hub cache's snapshots need): not a download's or git's own files, not a README or
+    licence, not save_to_disk metadata, not an image or video the rows point at."""
     base = folder.resolve()
     out = []
-    for path in base.rglob("*"):
-        relative = path.relative_to(base)
-        if any(part.startswith(".") for part in relative.parts) or not path.is_file():
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # a symlink loop
+            dirnames.clear()
             continue
-        if path.name in NOT_DATA or path.name in table_rows.METADATA_NAMES:
-            continue
-        if path.suffix.lower() in MEDIA_SUFFIXES:
-            continue
-        out.append(path)
+        seen.add(real)
+        dirnames[:] = [d for d in dirnames if d not in TOOL_FOLDERS]
+        for name in filenames:
+            if name in NOT_DATA or name in table_rows.METADATA_NAMES or name in TOOL_FILES:
+                continue
+            if os.path.splitext(name)[1].lower() in MEDIA_SUFFIXES:
+                continue
+            if os.path.isfile(os.path.join(dirpath, name)):
+                out.append(Path(dirpath, name))
     return sorted(out, key=str)
 
 
-def _card_configs(folder: Path) -> Any:
-    """The README's ``configs:`` (datasets' MetadataConfigs), empty without any."""
+def _missing_shards(read: list[Path], folder: Path) -> list[str]:
+    """``PREFIX-NNNNN-of-MMMMM`` shards the files read name but the folder lacks (a download
+    cut short): the patterns, with how many of them are here."""
+    groups: dict[tuple[str, int], int] = {}
+    for file in read:
+        match = SHARD.match(file.name)
+        if match:
+            prefix = f"{file.parent.relative_to(folder).as_posix()}/{match['prefix']}"
+            groups[prefix, int(match["of"])] = groups.get((prefix, int(match["of"])), 0) + 1
+    return [
+        f"{prefix.removeprefix('./')}-*-of-{total:05d} ({count} of {total})"
+        for (prefix, total), count in sorted(groups.items())
+        if count < total
+    ]
+
+
+@dataclass
+class _Layout:
+    """A repo folder's splits per config, as datasets infers them (files absolute)."""
+
+    splits: dict[str | None, dict[str, list[Path]]]
+    config: str | None  # the config read (None: the README declares none)
+
+    def spec(self, folder: Path, split: str, config: str | None = None) -> str:
+        config = config or self.config
+        several = len(self.splits) > 1
+        return f"hf:{folder}:{config}:{split}" if several and config else f"hf:{folder}:{split}"
+
+    def why_not(self, file: Path, split: str | None, folder: Path) -> str | None:
+        for config, splits in self.splits.items():
+            for name, members in splits.items():
+                if file in members and (config, name) != (self.config, split):
+                    where = f"config {config!r}, split {name!r}"
+                    if config == self.config or len(self.splits) == 1:
+                        where = f"split {name!r}"
+                    return f"{where}: {self.spec(folder, name, config)} reads it"
+        if compression.is_readable(file):
+            return f"in none of the splits ({', '.join(sorted(self.splits[self.config]))})"
+        return None
+
+
+def _layout(
+    folder: Path, spec: str, config: str | None, files: list[Path], named: bool
+) -> _Layout | None:
+    """The folder's splits, or None for a folder that is no repo layout (read whole): a README
+    ``configs:`` block, a download's marks (``.cache/huggingface``, ``.gitattributes``, a YAML
+    dataset card) or ``data/<split>`` names, or files that all fall in named splits."""
+    from datasets.data_files import DEFAULT_PATTERNS_ALL, get_data_patterns, sanitize_patterns
+
+    base = folder.resolve()
+    card = _card_configs(folder)
+    configs = {
+        name: settings
+        for name, settings in (card or {}).items()
+        if "data_files" in settings or "data_dir" in settings
+    }
+    if configs:
+        chosen = _config(configs, spec, config)
+        layout = _Layout({}, chosen)
+        for name, settings in configs.items():
+            root = base / settings.get("data_dir", "")
+            patterns = (
+                sanitize_patterns(settings["data_files"])
+                if "data_files" in settings
+                else _patterns(root, get_data_patterns, DEFAULT_PATTERNS_ALL)
+            )
+            layout.splits[name] = _resolved(patterns, root, spec, required=name == chosen)
+        return layout
+    if config is not None:
+        raise DataError(
+            f"--data {spec}: the folder's README declares no configs with data files; use "
+            f"hf:{folder}:SPLIT"
+        )
+    patterns = _patterns(base, get_data_patterns, DEFAULT_PATTERNS_ALL)
+    layout = _Layout({None: _resolved(patterns, base, spec, required=True)}, None)
+    if named:
+        return layout
+    if patterns == DEFAULT_PATTERNS_ALL:
+        return None
+    hub_names = any(p.startswith("data/") for ps in patterns.values() for p in ps)
+    downloaded = (base / ".cache" / "huggingface").is_dir() or (base / ".gitattributes").is_file()
+    yaml_card = card is not None and (base / README).read_bytes().startswith(b"---")
+    in_splits = {f for members in layout.splits[None].values() for f in members}
+    if hub_names or downloaded or yaml_card or all(f in in_splits for f in files):
+        return layout
+    return None
+
+
+def _patterns(base: Path, infer: Any, default: dict) -> dict:
+    try:
+        return infer(str(base))
+    except Exception:  # EmptyDatasetError: no file datasets would read as data
+        return dict(default)
+
+
+def _resolved(patterns: Any, base: Path, spec: str, required: bool) -> dict[str, list[Path]]:
+    """``patterns`` (split -> globs) as files under ``base``, by datasets' own resolution."""
+    from datasets.data_files import DataFilesDict
+
+    try:
+        resolved = DataFilesDict.from_patterns(patterns, base_path=str(base))
+    except Exception as exc:  # FileNotFoundError: a pattern that matches no file
+        if not required:
+            return {}
+        raise DataError(
+            f"--data {spec}: the folder's splits do not resolve ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]})"
+        ) from None
+    return {str(name): [Path(f) for f in files] for name, files in resolved.items()}
+
+
+def _card_configs(folder: Path) -> dict[str, Any] | None:
+    """The README's ``configs:`` (datasets' MetadataConfigs, empty without any), or None without
+    a README or with a header that is no dataset card (a Jekyll page's, say)."""
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCard
 
     readme = folder / README
     if not readme.is_file():
-        return MetadataConfigs()
+        return None
     try:
         return MetadataConfigs.from_dataset_card_data(DatasetCard.load(str(readme)).data)
-    except Exception as exc:  # a YAML header datasets cannot read
-        raise DataError(
-            f"{readme}: its YAML header does not read as a dataset card ({exc})"
-        ) from None
+    except Exception:
+        return None
 
 
-def _splits(
-    folder: Path, spec: str, config: str | None, named: bool
-) -> tuple[dict[str, list[Path]] | None, str | None]:
-    """The folder's splits as datasets infers them (split -> files, absolute) and the config
-    read, or (None, None) for a folder that is no Hub repo and was given without a split."""
-    from datasets.data_files import (
-        DEFAULT_PATTERNS_ALL,
-        DataFilesDict,
-        get_data_patterns,
-        sanitize_patterns,
-    )
-
-    base = folder.resolve()
-    configs = _card_configs(folder)
-    chosen = None
-    if configs and any("data_files" in c for c in configs.values()):
-        chosen = _config(configs, spec, config)
-        settings = configs[chosen]
-        base = base / settings.get("data_dir", "")
-        patterns = sanitize_patterns(settings.get("data_files", "**"))
-    else:
-        if config is not None:
-            raise DataError(
-                f"--data {spec}: the folder's README declares no configs; use hf:{folder}:SPLIT"
-            )
-        try:
-            patterns = get_data_patterns(str(base))
-        except Exception:  # EmptyDatasetError: no file datasets would read as data
-            patterns = dict(DEFAULT_PATTERNS_ALL)
-        by_name = any(p.startswith("data/") for ps in patterns.values() for p in ps)
-        card = (folder / README).is_file() and patterns != DEFAULT_PATTERNS_ALL
-        if not (named or by_name or card):
-            return None, None
-    try:
-        resolved = DataFilesDict.from_patterns(patterns, base_path=str(base))
-    except Exception as exc:  # FileNotFoundError: a pattern that matches no file
-        raise DataError(
-            f"--data {spec}: the folder's splits do not resolve ({type(exc).__name__}: "
-            f"{' '.join(str(exc).split())[:300]})"
-        ) from None
-    return {str(name): [Path(f) for f in files] for name, files in resolved.items()}, chosen
-
-
-def _config(configs: Any, spec: str, config: str | None) -> str:
+def _config(configs: dict[str, Any], spec: str, config: str | None) -> str:
     """The config to read: ``config``, the one marked default, or the only one."""
     names = list(configs)
     if config is not None:
         if config not in configs:
             raise DataError(f"--data {spec}: no config {config!r} (configs: {', '.join(names)})")
         return config
-    default = configs.get_default_config_name()
-    if default is not None:
-        return default
+    default = [name for name, settings in configs.items() if settings.get("default")]
+    if default:
+        return default[0]
     if len(names) == 1:
         return names[0]
     raise DataError(

@@ -69,6 +69,7 @@ def test_a_download_without_a_readme_reads_its_train_split(tmp_path: Path) -> No
     assert _read(str(download))[:1] == (["data/train.jsonl"],)
     assert list(_read(str(download))[1]) == ["data/test.jsonl"]
     roots = _files(tmp_path / "roots", "train.jsonl", "test.jsonl")
+    (roots / "notes.txt").write_text("how these were made\n", encoding="utf-8")
     assert _read(str(roots))[0] == ["train.jsonl"]
 
 

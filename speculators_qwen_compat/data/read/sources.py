@@ -284,7 +284,8 @@ def _layout(
     downloaded = (base / ".cache" / "huggingface").is_dir() or (base / ".gitattributes").is_file()
     yaml_card = card is not None and (base / README).read_bytes().startswith(b"---")
     in_splits = {f for members in layout.splits[None].values() for f in members}
-    if hub_names or downloaded or yaml_card or all(f in in_splits for f in files):
+    alone = all(f in in_splits for f in files if compression.is_readable(f))
+    if hub_names or downloaded or yaml_card or alone:
         return layout
     return None
 

@@ -43,7 +43,7 @@ help:
 	@echo "make test-pipeline - prepare_data -> a real vLLM's hidden states -> a training step (CPU)"
 	@echo "make lint       - ruff"
 	@echo "make check-new-release - the suite against any PyPI release newer than the table"
-	@echo "make bench      - speed and memory ratios measured side by side, then bench-acceptance"
+	@echo "make bench      - speed and memory ratios side by side, then bench-hub-memory, bench-acceptance"
 	@echo "make bench-hub-memory - parquet with inline images vs JSONL with paths: memory, disk, CPU"
 	@echo "make bench-acceptance - drafters trained with the fixes off and on: acceptance (CPU)"
 	@echo "make patches    - regenerate patches/ from the package's normaliser and local rendering"
@@ -133,6 +133,7 @@ demo: release-$(DEMO_RELEASE) install
 bench: install tools-venv release-0.5.0 release-0.9.0 vllm vocab specforge
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python \
 		bench/run_bench.py
+	$(MAKE) bench-hub-memory
 	$(MAKE) bench-acceptance
 
 # Drafters trained through upstream's trainer on CPU with the fixes off and on, judged against

@@ -44,6 +44,12 @@ def test_a_plain_folder_is_read_whole_whatever_its_names(tmp_path: Path) -> None
     names, not_read, split = _read(str(folder))
     assert names == ["a.jsonl", "chat_test.jsonl", "dev_notes.jsonl", "more/train.json"]
     assert not_read == {} and split is None
+    # the names datasets would read as splits are said, in case the user meant them so
+    found = resolve(str(folder))
+    assert found is not None and found.record()["split_names"] == (
+        f"test: chat_test.jsonl; validation: dev_notes.jsonl (all read; hf:{folder}:train reads "
+        "the train split only)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -68,6 +74,11 @@ def test_a_download_without_a_readme_reads_its_train_split(tmp_path: Path) -> No
                       ".cache/huggingface/download/data/train.jsonl.metadata")  # fmt: skip
     assert _read(str(download))[:1] == (["data/train.jsonl"],)
     assert list(_read(str(download))[1]) == ["data/test.jsonl"]
+    beside = _files(tmp_path / "beside", "data/train.jsonl", "data/test.jsonl", "extra.jsonl")
+    assert _read(str(beside))[:2] == (
+        ["data/train.jsonl"], {"data/test.jsonl": f"split 'test': hf:{beside}:test reads it",
+                               "extra.jsonl": "in none of the splits (test, train)"},
+    )  # fmt: skip
     roots = _files(tmp_path / "roots", "train.jsonl", "test.jsonl")
     (roots / "notes.txt").write_text("how these were made\n", encoding="utf-8")
     assert _read(str(roots))[0] == ["train.jsonl"]

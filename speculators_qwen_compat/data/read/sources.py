@@ -45,6 +45,7 @@ class DataSources:
     config: str | None = None
     not_read: dict[str, str] = field(default_factory=dict)  # file (in the folder) -> why
     missing: list[str] = field(default_factory=list)  # shards named by the files, not there
+    split_names: str = ""  # a folder read whole whose file names name splits: which
 
     def record(self) -> dict[str, Any]:
         """What compat_report.json's ``data`` says of this value."""
@@ -57,6 +58,8 @@ class DataSources:
             out["not_read"] = dict(self.not_read)
         if self.missing:
             out["missing_shards"] = list(self.missing)
+        if self.split_names:
+            out["split_names"] = self.split_names
         return out
 
     def _name(self, source: Any) -> str:
@@ -76,6 +79,9 @@ def words(record: dict[str, Any]) -> str:
     if record.get("not_read"):
         names = [f"{name} ({why})" for name, why in record["not_read"].items()]
         parts.append(f"not read in {record['data']}: {_listed(names)}")
+    if record.get("split_names"):
+        parts.append(f"{record['data']} read whole, its files named as splits: "
+                     f"{record['split_names']}")  # fmt: skip
     if record.get("missing_shards"):
         shards = ", ".join(record["missing_shards"])
         parts.append(f"shards missing in {record['data']} (a download cut short?): {shards}")
@@ -132,8 +138,10 @@ def _folder(folder: Path, spec: str, config: str | None, split: str | None) -> D
     files = _listed_files(folder)
     layout = _layout(folder, spec, config, files, named=split is not None)
     found = DataSources(spec, [], folder.resolve())
-    if layout is None:
+    if layout is None or not layout.repo:
         read = [f for f in files if compression.is_readable(f)]
+        if layout is not None:  # split names in a folder read whole: said, as a user may mean them
+            found.split_names = layout.named(found.folder, folder)
     else:
         found.split, found.config = split or TRAIN, layout.config
         splits = layout.splits[layout.config]
@@ -145,7 +153,7 @@ def _folder(folder: Path, spec: str, config: str | None, split: str | None) -> D
         read = [f for f in splits[found.split] if compression.is_readable(f)]
     for file in files:
         if file not in read:
-            why = layout.why_not(file, found.split, folder) if layout else None
+            why = layout.why_not(file, found.split, folder) if layout and layout.repo else None
             found.not_read[file.relative_to(found.folder).as_posix()] = why or (
                 compression.why_not_read(file)
             )
@@ -223,11 +231,23 @@ class _Layout:
 
     splits: dict[str | None, dict[str, list[Path]]]
     config: str | None  # the config read (None: the README declares none)
+    repo: bool = True  # laid out as a repo; else read whole, its split names only mentioned
 
     def spec(self, folder: Path, split: str, config: str | None = None) -> str:
         config = config or self.config
         several = len(self.splits) > 1
         return f"hf:{folder}:{config}:{split}" if several and config else f"hf:{folder}:{split}"
+
+    def named(self, base: Path | None, folder: Path) -> str:
+        """For a folder read whole: which of its files datasets would put in which split."""
+        parts = []
+        for name, members in sorted(self.splits[self.config].items()):
+            if name != TRAIN and members and base is not None:
+                shown = _listed([f.relative_to(base).as_posix() for f in members])
+                parts.append(f"{name}: {shown}")
+        if not parts:
+            return ""
+        return f"{'; '.join(parts)} (all read; hf:{folder}:train reads the train split only)"
 
     def why_not(self, file: Path, split: str | None, folder: Path) -> str | None:
         for config, splits in self.splits.items():
@@ -245,9 +265,10 @@ class _Layout:
 def _layout(
     folder: Path, spec: str, config: str | None, files: list[Path], named: bool
 ) -> _Layout | None:
-    """The folder's splits, or None for a folder that is no repo layout (read whole): a README
-    ``configs:`` block, a download's marks (``.cache/huggingface``, ``.gitattributes``, a YAML
-    dataset card) or ``data/<split>`` names, or files that all fall in named splits."""
+    """The folder's splits (None: datasets sees none). It is a repo layout (``repo``), read by
+    splits, with a README ``configs:`` block, a download's marks (``.cache/huggingface``,
+    ``.gitattributes``, a YAML dataset card), ``data/<split>`` names, or files that all fall in
+    named splits; else it is read whole and its split names are only mentioned."""
     from datasets.data_files import DEFAULT_PATTERNS_ALL, get_data_patterns, sanitize_patterns
 
     base = folder.resolve()
@@ -280,14 +301,13 @@ def _layout(
         return layout
     if patterns == DEFAULT_PATTERNS_ALL:
         return None
-    hub_names = any(p.startswith("data/") for ps in patterns.values() for p in ps)
+    in_splits = {f for members in layout.splits[None].values() for f in members}
+    hub_names = any(f.relative_to(base).parts[0] == "data" for f in in_splits)
     downloaded = (base / ".cache" / "huggingface").is_dir() or (base / ".gitattributes").is_file()
     yaml_card = card is not None and (base / README).read_bytes().startswith(b"---")
-    in_splits = {f for members in layout.splits[None].values() for f in members}
     alone = all(f in in_splits for f in files if compression.is_readable(f))
-    if hub_names or downloaded or yaml_card or alone:
-        return layout
-    return None
+    layout.repo = bool(hub_names or downloaded or yaml_card or alone)
+    return layout
 
 
 def _patterns(base: Path, infer: Any, default: dict) -> dict:

@@ -1,8 +1,10 @@
-"""``doctor --drafter DIR --model VERIFIER``: will vLLM 0.32 load the drafter, serve it as trained?
+"""``doctor --drafter DIR --model VERIFIER``: did the drafter learn the verifier's targets, will
+vLLM 0.32 load it and serve it as it trained?
 
 Checks the drafter's config and tensors against what vLLM reads (training/served_drafter.py;
-docs/upstream.md, "Serving a drafter in vLLM"); ends with the ``vllm serve`` line, and each problem
-found is one line of the fatal error (exit 1), after the report.
+docs/upstream.md, "Serving a drafter in vLLM") and judges its verifier norm by its own release
+(training/norm_verdict.py); ends with the ``vllm serve`` line, and each problem found is one
+line of the fatal error (exit 1), after the report.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.training import drafter_record as dr
+from speculators_qwen_compat.training import norm_verdict as nv
 from speculators_qwen_compat.training import served_drafter as sd
 
 #: speculators type -> the speculative config vLLM 0.32 derives from it (``configs/speculators/
@@ -34,6 +38,7 @@ class DrafterCheck:
     lines: list[tuple[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     serve: str = ""
+    norm: nv.NormVerdict | None = None
 
     def say(self, label: str, text: str) -> None:
         self.lines.append((label, text))
@@ -55,8 +60,40 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return value
 
 
+def drafter_config(drafter: str, flag: str = "--drafter") -> dict[str, Any]:
+    """The drafter folder's config.json; given the folder that holds the epochs (``--save-path``),
+    an error naming the epoch folders found there."""
+    folder = Path(drafter).expanduser()
+    if folder.is_dir() and not (folder / "config.json").exists():
+        epochs = epoch_folders(folder)
+        if epochs:
+            names = ", ".join(f"{e.name}/" for e in epochs)
+            raise CompatError(
+                f"{flag} {drafter}: no config.json; it holds the epoch folders {names}: pass one "
+                f"of them, e.g. {flag} {folder / epochs[-1].name}"
+            )
+    return read_json(folder / "config.json", f"{flag} {drafter}")
+
+
+def epoch_folders(folder: Path) -> list[Path]:
+    """The drafter folders under a training ``--save-path``: epochs by number, then
+    ``checkpoint_best`` (the trainer's link to the best epoch) and any other."""
+    found = [p for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()]
+    return sorted(found, key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit()
+                                        else 0, p.name))  # fmt: skip
+
+
 def verifier_text_config(model: str) -> dict[str, Any]:
     """The verifier's text config as a dict (``text_config`` of a composite config)."""
+    return _text_of(verifier_config(model))
+
+
+def _text_of(config: dict[str, Any]) -> dict[str, Any]:
+    return config.get("text_config") or config
+
+
+def verifier_config(model: str) -> dict[str, Any]:
+    """The verifier's whole config as a dict."""
     folder = Path(model).expanduser()
     if folder.is_dir():
         config = read_json(folder / "config.json", f"--model {model}")
@@ -69,7 +106,7 @@ def verifier_text_config(model: str) -> dict[str, Any]:
             raise CompatError(
                 f"--model {model}: cannot read its config ({reason_of(exc)})"
             ) from None
-    return config.get("text_config") or config
+    return config
 
 
 def weight_names(folder: Path) -> set[str]:
@@ -101,8 +138,9 @@ def weight_names(folder: Path) -> set[str]:
 
 def check_drafter(drafter: str, model: str) -> DrafterCheck:
     folder = Path(drafter).expanduser()
-    config = read_json(folder / "config.json", f"--drafter {drafter}")
-    verifier = verifier_text_config(model)
+    config = drafter_config(drafter)
+    whole_verifier = verifier_config(model)
+    verifier = _text_of(whole_verifier)
     check = DrafterCheck()
     kind = sd.speculator_type(config)
     if kind not in VLLM_METHOD:
@@ -111,6 +149,15 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
         )
         return check
     check.say("type", f"{kind} (vLLM method {VLLM_METHOD[kind]['method']})")
+    model_types = tuple(
+        str(c["model_type"]) for c in (verifier, whole_verifier) if c.get("model_type")
+    )
+    check.norm = nv.judge(config, dr.read(folder), model_types)
+    if check.norm.word == nv.MIS_SCALED:
+        check.problems.append(
+            f"verifier norm mis-scaled ({check.norm.why}); a config change cannot mend it: "
+            + mend_line(drafter, model, kind)
+        )
     if not isinstance(config.get("speculators_config"), dict):
         raise CompatError(
             f"--drafter {drafter}: config.json has no speculators_config object (vLLM reads "
@@ -123,8 +170,8 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
         _layers(check, config, verifier)
         _hidden_and_vocab(check, config, verifier, names)
         tokens = _block(check, config, verifier, kind)
-        _rope(check, config, kind)
-        v2 = _attention(check, config)
+        _rope(check, config, kind, drafter)
+        v2 = _attention(check, config, drafter)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         # a hand-edited or foreign config.json: a value of a type vLLM would refuse too
         raise CompatError(
@@ -238,7 +285,23 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
     return tokens
 
 
-def _rope(check: DrafterCheck, config: dict[str, Any], kind: str) -> None:
+def mend_line(drafter: str, model: str, kind: str) -> str:
+    """What mends a drafter trained on mis-scaled targets: fine-tuning from it, fixes on."""
+    tuned = shlex.quote(str(drafter).rstrip("/") + "-finetuned")
+    return (
+        "retrain with the fixes on, or fine-tune from this folder with them: python -m "
+        f"speculators_qwen_compat.train --speculator-type {kind} --verifier-name-or-path "
+        f"{shlex.quote(model)} --from-pretrained {shlex.quote(str(drafter))} --data-path "
+        f"YOUR_PREPARED_DATA --save-path {tuned} --total-seq-len 4096"
+    )
+
+
+def repair_line(drafter: str) -> str:
+    copy = shlex.quote(str(drafter).rstrip("/") + "-served")
+    return f"speculators-qwen-compat repair-drafter {shlex.quote(str(drafter))} --output {copy}"
+
+
+def _rope(check: DrafterCheck, config: dict[str, Any], kind: str, drafter: str) -> None:
     fields = sd.m_rope_fields(config)
     rope = next(
         (sd.layer_config(config).get(f) for f in sd.ROPE_FIELDS if sd.layer_config(config).get(f)),
@@ -254,17 +317,18 @@ def _rope(check: DrafterCheck, config: dict[str, Any], kind: str) -> None:
         check.problem(
             "rope",
             f'{keys} in the config: vLLM 0.32 refuses it ("does not support M-RoPE yet"); '
-            "save with the fixes on (fix served_rope) or remove those keys from config.json",
+            f"a copy without them: {repair_line(drafter)}",
         )
     else:
         check.problem(
             "rope",
-            f"{keys} in the config: vLLM rotates this drafter by M-RoPE, which it never trained "
-            "with; save with the fixes on (fix served_rope)",
+            f"{keys} in the config: vLLM serves it differently from how it trained (it rotates "
+            f"the drafter by M-RoPE; it trained with plain RoPE); a copy without them: "
+            f"{repair_line(drafter)}",
         )
 
 
-def _attention(check: DrafterCheck, config: dict[str, Any]) -> bool:
+def _attention(check: DrafterCheck, config: dict[str, Any], drafter: str) -> bool:
     """Checks each draft layer's causality; True when vLLM needs its V2 runner."""
     trained, served = sd.trained_causal(config), sd.served_causal(config)
     if trained is None or served is None:
@@ -277,8 +341,9 @@ def _attention(check: DrafterCheck, config: dict[str, Any]) -> bool:
     elif fields:
         check.problem(
             "attention",
-            "every layer trained bidirectional but vLLM serves them causal: set "
-            "sliding_window_non_causal true in config.json (fix served_attention does on save)",
+            "every layer trained bidirectional but vLLM serves them causal: vLLM serves it "
+            "differently from how it trained; a copy with sliding_window_non_causal true: "
+            + repair_line(drafter),
         )
     else:
         check.say("attention", f"served as trained ({text})")
@@ -294,10 +359,10 @@ def print_drafter_view(drafter: str, model: str, out: TextIO) -> None:
     print(f"drafter: {drafter} for {model} (vLLM 0.32):", file=out)
     for label, text in check.lines:
         print(f"  {label + ':':<24}{text}", file=out)
+    if check.norm is not None:
+        print(f"verifier norm: {check.norm.word}: {check.norm.why}", file=out)
     if check.serve:
         print("serve it:", file=out)
         print(f"  {check.serve}", file=out)
     if check.problems:
-        raise CompatError(
-            f"vLLM would not serve {drafter} as trained: " + "; ".join(check.problems)
-        )
+        raise CompatError(f"--drafter {drafter}: " + "; ".join(check.problems))

@@ -1,4 +1,4 @@
-"""``python -m speculators_qwen_compat status [--json]`` or ``doctor ...`` (the same commands).
+"""``python -m speculators_qwen_compat status [--json]``, ``doctor ...`` or ``repair-drafter ...``.
 
 ``status``: the installed speculators, transformers and datasets versions, whether we test this
 release, and per fix its state, the releases it was tested on and why. ``doctor --model M
@@ -81,9 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     from speculators_qwen_compat.doctor import command as doctor
 
     doctor.add_arguments(doctor_parser)
+    repair_parser = commands.add_parser(
+        "repair-drafter", help="a copy of a saved drafter whose config vLLM serves as it trained"
+    )
+    from speculators_qwen_compat.doctor import repair_drafter
+
+    repair_drafter.add_arguments(repair_parser)
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor.main(args)
+    if args.command == "repair-drafter":
+        return repair_drafter.main(args)
     if args.command == "status":
         report = status_report()
         if args.json:

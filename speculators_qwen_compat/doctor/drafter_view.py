@@ -92,6 +92,14 @@ def _text_of(config: dict[str, Any]) -> dict[str, Any]:
     return config.get("text_config") or config
 
 
+def model_types(config: dict[str, Any]) -> tuple[str, ...]:
+    """The verifier's (text, top-level) model types from its whole config, as
+    norm_convention orders them."""
+    return tuple(
+        str(c["model_type"]) for c in (_text_of(config), config) if c.get("model_type")
+    )
+
+
 def verifier_config(model: str) -> dict[str, Any]:
     """The verifier's whole config as a dict."""
     folder = Path(model).expanduser()
@@ -149,10 +157,7 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
         )
         return check
     check.say("type", f"{kind} (vLLM method {VLLM_METHOD[kind]['method']})")
-    model_types = tuple(
-        str(c["model_type"]) for c in (verifier, whole_verifier) if c.get("model_type")
-    )
-    check.norm = nv.judge(config, dr.read(folder), model_types)
+    check.norm = nv.judge(config, dr.read(folder), model_types(whole_verifier))
     if check.norm.word == nv.MIS_SCALED:
         check.problems.append(
             f"verifier norm mis-scaled ({check.norm.why}); a config change cannot mend it: "

@@ -68,9 +68,10 @@ def drafter_config(drafter: str, flag: str = "--drafter") -> dict[str, Any]:
         epochs = epoch_folders(folder)
         if epochs:
             names = ", ".join(f"{e.name}/" for e in epochs)
+            best = next((e for e in epochs if e.name == BEST), epochs[0])
             raise CompatError(
                 f"{flag} {drafter}: no config.json; it holds the epoch folders {names}: pass one "
-                f"of them, e.g. {flag} {folder / epochs[-1].name}"
+                f"of them, e.g. {flag} {folder / best.name}"
             )
     return read_json(folder / "config.json", f"{flag} {drafter}")
 
@@ -81,6 +82,10 @@ def epoch_folders(folder: Path) -> list[Path]:
     found = [p for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()]
     return sorted(found, key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit()
                                         else 0, p.name))  # fmt: skip
+
+
+#: The link the trainer keeps to its best epoch (speculators 0.8+ ``checkpointer.py``).
+BEST = "checkpoint_best"
 
 
 def verifier_text_config(model: str) -> dict[str, Any]:
@@ -95,9 +100,7 @@ def _text_of(config: dict[str, Any]) -> dict[str, Any]:
 def model_types(config: dict[str, Any]) -> tuple[str, ...]:
     """The verifier's (text, top-level) model types from its whole config, as
     norm_convention orders them."""
-    return tuple(
-        str(c["model_type"]) for c in (_text_of(config), config) if c.get("model_type")
-    )
+    return tuple(str(c["model_type"]) for c in (_text_of(config), config) if c.get("model_type"))
 
 
 def verifier_config(model: str) -> dict[str, Any]:

@@ -54,7 +54,9 @@ ALL_FIXES: tuple[FixEntry, ...] = (
         f"{_TRAINING}.served_attention:ServedAttentionFix",
     ),
     FixEntry(
-        "trained_record", (SPECULATOR_MODEL, TRAINER), f"{_TRAINING}.trained_record:TrainedRecordFix"
+        "trained_record",
+        (SPECULATOR_MODEL, TRAINER),
+        f"{_TRAINING}.trained_record:TrainedRecordFix",
     ),
     FixEntry("fine_tune_dtype", (TRAIN_CLI,), f"{_TRAINING}.fine_tune_dtype:FineTuneDtypeFix"),
 )

@@ -1,4 +1,4 @@
-"""Did a saved drafter learn from the verifier's own targets? ``right``, ``mis-scaled``, ``unknown``.
+"""Did a saved drafter learn the verifier's own targets? ``right``, ``mis-scaled``, ``unknown``.
 
 Why: most users trained before they found the fixes. A folder our ``train`` saved says so in its
 record (training/drafter_record.py); any other folder is judged by the release, drafter class and
@@ -72,11 +72,13 @@ def _from_record(record: dict[str, Any]) -> NormVerdict:
     if steps == 0:
         return NormVerdict(
             RIGHT,
-            f"saved before any training (speculators {release}, record) with a {norm} "
-            "verifier_norm, as the verifier; train from it with the fixes on",
+            f"saved before any training (speculators {release}, record), verifier_norm "
+            f"computing {norm} as the verifier does; train from it with the fixes on",
         )
-    how = f"trained {steps} steps by speculators {release} with a {norm} verifier_norm, as the " \
-          "verifier (record)"  # fmt: skip
+    how = (
+        f"trained {steps} steps by speculators {release}, verifier_norm computing {norm} as "
+        "the verifier does (record)"
+    )
     if isinstance(source, dict) and source.get("word") != RIGHT:
         how += f"; fine-tuned from {weights.get('source')}, which was {source.get('word')}"
     return NormVerdict(RIGHT, how)

@@ -43,7 +43,7 @@ class TrainedRecordFix(Fix):
     shapes = (
         Shape(
             "every save of a drafter leaves a record of what its weights trained with",
-            (SAVE_PRETRAINED, FROM_PRETRAINED),
+            (SAVE_PRETRAINED, FROM_PRETRAINED, RUN_TRAINING),
         ),
     )
     applies_on = ReleaseRange("0.5.0", "0.9.0")

@@ -1,10 +1,7 @@
 """``doctor --drafter DIR --model VERIFIER``: did the drafter learn the verifier's targets, will
-vLLM 0.32 load it and serve it as it trained?
-
-Checks the drafter's config and tensors against what vLLM reads (training/served_drafter.py;
-docs/upstream.md, "Serving a drafter in vLLM") and judges its verifier norm by its own release
-(training/norm_verdict.py); ends with the ``vllm serve`` line, and each problem found is one
-line of the fatal error (exit 1), after the report.
+vLLM 0.32 serve it as it trained? Its config and tensors against what vLLM reads (training/
+served_drafter.py), its verifier norm by its own release (training/norm_verdict.py); ends with
+the ``vllm serve`` line, each problem one line of the fatal error (exit 1), after the report.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""``speculators-qwen-compat repair-drafter SRC --output DST [--model M] [--config-only]``.
-
-Why: a drafter saved by plain speculators for a Qwen3.5/3.6 verifier holds M-RoPE keys vLLM 0.32
-refuses (DFlash family, PEAGLE) or rotates by (EAGLE-3), and block layers it may serve with
-another causality (training/served_drafter.py). DST is a copy whose config.json vLLM serves the
-way the drafter trained; the weights are copied unchanged and SRC is never written. A drafter
-trained on mis-scaled targets is refused unless ``--config-only``: a config fix would serve it.
+"""``repair-drafter SRC --output DST [--model M] [--config-only]``: a copy vLLM 0.32 serves as the
+drafter trained. Why: plain speculators saves M-RoPE keys vLLM refuses or rotates by, and an
+attention flag it may read otherwise (training/served_drafter.py). Weights copied unchanged, SRC
+never written; a mis-scaled drafter is refused unless ``--config-only`` (a config fix serves it).
 """
 
 from __future__ import annotations

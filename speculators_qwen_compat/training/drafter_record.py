@@ -1,12 +1,7 @@
-"""The record a save with the fixes on leaves beside a drafter: what the norm was while its
-weights trained, and which fixes acted on the folder.
-
-Why: nothing upstream saves says whether the targets were mis-scaled (no ``verifier_norm``
-tensor; ``train_command.txt`` reads the same with or without the package). A file of its own,
-which speculators and vLLM never read, so the folder loads as before. Written by the
-trained_record fix, read by ``doctor --drafter`` (training/norm_verdict.py) and copied as it is
-by ``repair-drafter``. Re-saving never upgrades what the weights trained with: a drafter loaded
-and saved without a training run in between keeps its source's verdict.
+"""The record a save with the fixes on leaves beside a drafter: its norm while it trained, the fixes
+that acted. Why: nothing upstream saves says whether targets were mis-scaled. A file of its own
+(speculators and vLLM never read it); written by the trained_record fix, read by doctor. Re-saving
+never upgrades it: a drafter loaded and saved without training keeps its source's verdict.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Did a saved drafter learn the verifier's own targets? ``right``, ``mis-scaled``, ``unknown``.
 
-Why: most users trained before they found the fixes. A folder our ``train`` saved says so in its
-record (training/drafter_record.py); any other folder is judged by the release, drafter class and
-verifier family it records, through the one per-release table (training/upstream_norms.py), so
-an 0.8.1 drafter checked in an 0.9.0 venv gets 0.8.1's answer.
+Why: most users trained before they found the fixes. Our ``train``'s folders say so in their
+record (drafter_record.py); any other is judged by its recorded release, class and verifier family
+through the one per-release table (upstream_norms.py): an 0.8.1 drafter gets 0.8.1's answer.
 """
 
 from __future__ import annotations

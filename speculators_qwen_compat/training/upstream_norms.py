@@ -1,11 +1,8 @@
 """What each speculators release's drafters build as their frozen ``verifier_norm``, per class.
 
-One table for every release 0.5.0-0.9.0 (read in each PyPI wheel, ``models/{eagle3,dflash}/
-core.py``; docs/upstream.md, "Training"): the verifier_norm fix names what upstream built in the
-record a save leaves, and ``doctor --drafter`` judges a folder by its own release, not the one
-installed. A drafter trained before the fixes cannot say which norm it used; its release, class
-and verifier family can (tests/test_norm_verdict.py checks the table against each release's own
-classes, built with this package absent).
+One table for 0.5.0-0.9.0 (each wheel's ``models/{eagle3,dflash}/core.py``; docs/upstream.md,
+"Training"): the trained_record fix names it in the record, doctor judges a folder by its own
+release. Checked against each release's own classes in tests/test_norm_verdict.py.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Fix: ``--from-pretrained FOLDER`` fine-tunes in float32, as a fresh drafter trains.
 
-Why: the trainer saves drafters in bf16 and ``from_pretrained`` loads them so; a fresh drafter
-trains in float32. Fine-tuning then runs on bf16 weights, or fails against float32 hidden states
-("expected m1 and m2 to have the same dtype"; docs/upstream.md, "Training: fine-tuning a saved
-drafter"). Target: 0.8+'s ``build_draft_model``; the loaded drafter is cast to float32.
+Why: the trainer saves bf16 and ``from_pretrained`` keeps it: bf16 weights, or "expected m1 and m2
+to have the same dtype" beside float32 hidden states (docs/upstream.md, "Training: a drafter
+trained before the fixes"). Target: 0.8+'s ``build_draft_model``; the drafter is cast to float32.
 """
 
 from __future__ import annotations

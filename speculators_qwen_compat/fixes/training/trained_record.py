@@ -1,9 +1,8 @@
 """Fix: a drafter saved with the fixes on carries a record of what its weights trained with.
 
 Why: upstream's folder cannot say whether the verifier norm was right (training/drafter_record.py).
-Targets: ``from_pretrained`` (the weights' source), ``run_training`` (they train here), and
-``save_pretrained`` (the record is written beside config.json). Never retires on its own: the
-record is what ``doctor --drafter`` reads to tell a fixed drafter from an old one.
+Targets: ``from_pretrained`` (the weights' source), ``run_training`` (they train here),
+``save_pretrained`` (the record beside config.json), read by ``doctor --drafter``.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ _SCRIPT_ERA = {
     "regen_replies": FixState.NOT_NEEDED,
     "regen_run": FixState.NOT_NEEDED,
     "sample_drops": FixState.NOT_APPLICABLE,
-    "fine_tune_dtype": FixState.NOT_APPLICABLE,  # no speculators.train.cli: the git-only script
+    "fine_tune_dtype": FixState.NOT_NEEDED,  # no speculators.train.cli (the git-only script)
 }
 _RENDER_ERA = {
     "forked_tokenizer": FixState.NOT_NEEDED,

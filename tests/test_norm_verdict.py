@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXES_OFF, RELEASE, run_program, subprocess_env
+from conftest import FIXES_OFF, PROGRAMS, RELEASE, release_command, run_program, subprocess_env
 
 from speculators_qwen_compat.training import norm_convention as nc
 from speculators_qwen_compat.training import norm_verdict as nv
@@ -98,3 +98,37 @@ def test_unknown_release_says_what_would_tell(upstream: dict[Path, bool]) -> Non
     assert "not in the release table" in verdict.why and "0.10.0" in verdict.why
     config.pop("speculators_version")
     assert "records no speculators_version" in nv.judge(config, None).why
+
+
+#: The release whose drafters are judged here in this venv: a user's 0.8.1 drafter checked in an
+#: 0.9.0 venv (and the other way round in the 0.8.1 suite).
+OTHER = "0.8.1" if str(RELEASE) != "0.8.1" else "0.9.0"
+
+
+@pytest.fixture(scope="module")
+def other_release(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, bool]:
+    out = tmp_path_factory.mktemp(f"upstream-norms-{OTHER}")
+    command, env = release_command(
+        OTHER, str(PROGRAMS / "upstream_norm_folders.py"), str(out), "qwen35", **FIXES_OFF
+    )
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {Path(k): v for k, v in json.loads((out / "answers.json").read_text()).items()}
+
+
+def test_verdict_is_the_drafters_release_not_this_venvs(other_release: dict[Path, bool]) -> None:
+    """Folders another release saved, judged here: the verdict follows that release's norm
+    (0.8.1 dense DFlash is mis-scaled, 0.9.0's is right), through doctor as a user runs it."""
+    for folder, agrees in other_release.items():
+        assert _config(folder)["speculators_version"] == OTHER
+        verdict = nv.judge(_config(folder), None)
+        assert verdict.word == (nv.RIGHT if agrees else nv.MIS_SCALED), (folder.name, verdict)
+    folder = next(f for f in other_release if f.name == "qwen35-dflash")
+    result = subprocess.run(
+        [sys.executable, "-m", "speculators_qwen_compat", "doctor", "--model",
+         str(folder.parent / "qwen35"), "--drafter", str(folder)],
+        capture_output=True, text=True, env=subprocess_env(), timeout=300,
+    )  # fmt: skip
+    word = nv.RIGHT if other_release[folder] else nv.MIS_SCALED
+    assert f"verifier norm: {word}: speculators {OTHER} dflash" in result.stdout, result.stdout
+    assert (word == nv.MIS_SCALED) == (OTHER == "0.8.1")

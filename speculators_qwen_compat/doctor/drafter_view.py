@@ -85,12 +85,8 @@ def epoch_folders(folder: Path) -> list[Path]:
 BEST = "checkpoint_best"
 
 
-def verifier_text_config(model: str) -> dict[str, Any]:
-    """The verifier's text config as a dict (``text_config`` of a composite config)."""
-    return _text_of(verifier_config(model))
-
-
 def _text_of(config: dict[str, Any]) -> dict[str, Any]:
+    """The text config of a composite config (Qwen3.5/3.6: ``text_config``), else itself."""
     return config.get("text_config") or config
 
 
@@ -157,16 +153,16 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
         )
         return check
     check.say("type", f"{kind} (vLLM method {VLLM_METHOD[kind]['method']})")
+    if not isinstance(config.get("speculators_config"), dict):
+        raise CompatError(
+            f"--drafter {drafter}: config.json has no speculators_config object (vLLM reads "
+            "the drafter's method and verifier there); is this a folder speculators saved?"
+        )
     check.norm = nv.judge(config, dr.read(folder), model_types(whole_verifier))
     if check.norm.word == nv.MIS_SCALED:
         check.problems.append(
             f"verifier norm mis-scaled ({check.norm.why}); a config change cannot mend it: "
             + mend_line(drafter, model, kind)
-        )
-    if not isinstance(config.get("speculators_config"), dict):
-        raise CompatError(
-            f"--drafter {drafter}: config.json has no speculators_config object (vLLM reads "
-            "the drafter's method and verifier there); is this a folder speculators saved?"
         )
     names = weight_names(folder)
     if not names:
@@ -290,9 +286,17 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
     return tokens
 
 
+def beside(drafter: str, suffix: str) -> str:
+    """A new folder named after the drafter's run: ``out/dflash/0`` -> ``out/dflash-SUFFIX``
+    (an epoch folder's parent is the run's ``--save-path``), any other ``DIR`` -> ``DIR-SUFFIX``."""
+    folder = Path(drafter.rstrip("/") or drafter)
+    run = folder.parent if folder.name.isdigit() or folder.name == BEST else folder
+    return f"{run}-{suffix}"
+
+
 def mend_line(drafter: str, model: str, kind: str) -> str:
     """What mends a drafter trained on mis-scaled targets: fine-tuning from it, fixes on."""
-    tuned = shlex.quote(str(drafter).rstrip("/") + "-finetuned")
+    tuned = shlex.quote(beside(drafter, "finetuned"))
     return (
         "retrain with the fixes on, or fine-tune from this folder with them: python -m "
         f"speculators_qwen_compat.train --speculator-type {kind} --verifier-name-or-path "
@@ -302,7 +306,7 @@ def mend_line(drafter: str, model: str, kind: str) -> str:
 
 
 def repair_line(drafter: str) -> str:
-    copy = shlex.quote(str(drafter).rstrip("/") + "-served")
+    copy = shlex.quote(beside(drafter, "served"))
     return f"speculators-qwen-compat repair-drafter {shlex.quote(str(drafter))} --output {copy}"
 
 

@@ -18,6 +18,7 @@ from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Tar
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL, TRAINER
 from speculators_qwen_compat.fixes import route
 from speculators_qwen_compat.fixes.training import verifier_norm as vn
+from speculators_qwen_compat.fixes.training.served_attention import config_dict
 from speculators_qwen_compat.training import drafter_record as dr
 from speculators_qwen_compat.training import norm_convention as nc
 from speculators_qwen_compat.training import norm_verdict
@@ -91,7 +92,7 @@ def _run_training(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any
 
 
 def _save_pretrained(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    before = sd_config(instance)
+    before = config_dict(instance)
     result = wrapped(*args, **kwargs)
     try:
         folder = Path(str(args[0] if args else kwargs.get("save_directory")))
@@ -101,11 +102,6 @@ def _save_pretrained(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> 
     except Exception as exc:  # never break a save
         log.warning("trained_record: no record written for %s: %s", type(instance).__name__, exc)
     return result
-
-
-def sd_config(model: Any) -> dict[str, Any]:
-    config = getattr(model, "config", None)
-    return config.to_dict() if hasattr(config, "to_dict") else {}
 
 
 def record_of(model: Any, in_memory: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +120,10 @@ def record_of(model: Any, in_memory: dict[str, Any], saved: dict[str, Any]) -> d
         weights["source"], weights["source_verdict"] = source[0], source[1].as_dict()
     fixes: dict[str, str] = {}
     if norm is not None and type(norm).__name__ == "OnePlusWeightRMSNorm":
-        fixes["verifier_norm"] = f"verifier_norm computes {nc.ONE_PLUS_WEIGHT}, as the verifier"
+        fixes["verifier_norm"] = (
+            f"{nc.ONE_PLUS_WEIGHT} in place of upstream's {nc.TIMES_WEIGHT} in this process "
+            f"({steps} training steps with it)"
+        )
     dropped = sorted(set(sd.m_rope_fields(in_memory)) - set(sd.m_rope_fields(saved)))
     if dropped:
         fixes["served_rope"] = f"saved without {', '.join(dropped)}"

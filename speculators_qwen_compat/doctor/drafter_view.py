@@ -179,7 +179,7 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
             f"--drafter {drafter}: config.json holds a value of an unexpected type or shape "
             f"({reason_of(exc)}); compare it with a config.json `train` saved"
         ) from None
-    recorded = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+    recorded = nv.recorded_verifier(config).get("name_or_path")
     if recorded and recorded != model:
         check.say("verifier recorded", f"{recorded} (vLLM uses the served --model, {model})")
     spec = {**VLLM_METHOD[kind], "model": str(drafter), "num_speculative_tokens": tokens}

@@ -56,9 +56,7 @@ def repair(src: str, output: str, model: str | None, config_only: bool, out: Tex
         raise CompatError(f"--output {output} exists; name a new folder (nothing was written)")
     if target.resolve() == source.resolve() or source.resolve() in target.resolve().parents:
         raise CompatError(f"--output {output} is SRC or inside it; name a folder outside {src}")
-    verifier = model or str(
-        ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path") or ""
-    )
+    verifier = model or str(nv.recorded_verifier(config).get("name_or_path") or "")
     if not verifier:
         raise CompatError(f"{src}: its config records no verifier; pass --model")
     types = dv.model_types(dv.verifier_config(verifier))  # unreadable: fails before writing
@@ -87,13 +85,15 @@ def repair(src: str, output: str, model: str | None, config_only: bool, out: Tex
 def _copy(source: Path, target: Path, config: dict) -> None:
     """SRC's files (links followed: ``checkpoint_best`` is one) into a folder beside ``target``,
     config.json replaced, then renamed into place: a failed copy leaves no ``target``."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         shutil.copytree(source, staging / "copy", symlinks=False)
         (staging / "copy" / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         os.replace(staging / "copy", target)
     except OSError as exc:
         raise CompatError(f"cannot write {target} ({reason_of(exc)})") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)

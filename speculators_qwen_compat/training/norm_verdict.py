@@ -28,11 +28,18 @@ class NormVerdict:
         return {"word": self.word, "why": self.why}
 
 
+def recorded_verifier(config: dict[str, Any]) -> dict[str, Any]:
+    """``speculators_config.verifier`` of a drafter's config.json ({} when absent or not an
+    object: a hand-edited config)."""
+    speculators_config = config.get("speculators_config")
+    verifier = speculators_config.get("verifier") if isinstance(speculators_config, dict) else None
+    return verifier if isinstance(verifier, dict) else {}
+
+
 def verifier_types(config: dict[str, Any], fallback: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The verifier's model types from the architectures the drafter's config records, else
     ``fallback`` (the served verifier's own config)."""
-    verifier = (config.get("speculators_config") or {}).get("verifier") or {}
-    architectures = verifier.get("architectures")
+    architectures = recorded_verifier(config).get("architectures")
     found = nc.architecture_types(architectures if isinstance(architectures, list) else None)
     return found or fallback
 

@@ -78,6 +78,7 @@ def serving_config(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 def json_word(value: Any) -> str:
+    """A config value as config.json spells it (``true``, not ``True``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

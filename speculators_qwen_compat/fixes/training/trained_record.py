@@ -129,7 +129,7 @@ def record_of(model: Any, in_memory: dict[str, Any], saved: dict[str, Any]) -> d
         fixes["served_rope"] = f"saved without {', '.join(dropped)}"
     flag = "sliding_window_non_causal"
     if saved.get(flag) != in_memory.get(flag) and flag in saved:
-        fixes["served_attention"] = f"saved with {flag} {str(saved[flag]).lower()}"
+        fixes["served_attention"] = f"saved with {flag} {sd.json_word(saved[flag])}"
     return {
         "speculators_version": release,
         "speculators_model_type": kind,

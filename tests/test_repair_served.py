@@ -1,7 +1,8 @@
 """Drafters plain speculators 0.8.1 and 0.9.0 trained for a Qwen3.5 MoE verifier (DFlash, EAGLE-3),
 and the copies ``repair-drafter --config-only`` writes, served by vLLM 0.32 (``vllm.LLM``, CPU;
 tests/programs/vllm_serve_drafter.py): a DFlash folder as saved is refused for its M-RoPE keys;
-every copy loads and drafts. Norm verdicts: tests/test_fine_tune_drafter.py.
+every copy loads and drafts, as does a folder our train saved (its record beside it). Norm
+verdicts: tests/test_fine_tune_drafter.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pytest
 import tiny_checkpoints as tiny
 import vllm_server
 from conftest import FIXES_OFF, PROGRAMS, release_command, subprocess_env
+
+from speculators_qwen_compat.training import drafter_record
 
 pytestmark = pytest.mark.vllm
 
@@ -73,7 +76,20 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict:
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         cases[(release, kind)] = (save / "0", copy)
-    return {"root": root, "verifier": verifier, "cases": cases}
+    tuned = root / "dflash-finetuned"
+    command, env = release_command(
+        "0.9.0", "-m", "speculators_qwen_compat.train", "--speculator-type", "dflash",
+        "--verifier-name-or-path", str(verifier), "--from-pretrained",
+        str(cases[("0.9.0", "dflash")][0]), "--data-path", str(data), "--save-path", str(tuned),
+        "--target-layer-ids", *drafters.TARGET_LAYERS, "--total-seq-len", "128",
+        "--mask-token-id", "1210", "--loss-implementation", "eager", "--draft-attn-impl", "sdpa",
+        "--num-workers", "0", "--epochs", "1", "--no-resume-from-checkpoint", "--optimizer",
+        "adamw", "--hidden-states-dtype", "float32", OMP_NUM_THREADS="1",
+    )  # fmt: skip
+    env["PYTHONPATH"] = subprocess_pythonpath(env["PYTHONPATH"])
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return {"root": root, "verifier": verifier, "cases": cases, "tuned": tuned / "0"}
 
 
 def test_vllm_refuses_the_folder_as_saved(folders: dict) -> None:
@@ -91,3 +107,12 @@ def test_vllm_serves_the_repaired_copy(folders: dict, case: tuple[str, str]) -> 
     assert "refused" not in answer, log[-3000:]
     assert answer["num_drafts"] > 0 and answer["num_draft_tokens"] > 0, answer
     print(f"{case}: {answer}")
+
+
+def test_vllm_serves_what_our_train_saved(folders: dict) -> None:
+    """The 0.9.0 folder fine-tuned with the fixes on, as saved (its record beside config.json):
+    vLLM loads it without a repair and drafts."""
+    assert drafter_record.read(folders["tuned"])["weights"]["trained_steps"] > 0
+    answer, log = _serve(folders["root"], folders["verifier"], folders["tuned"], "dflash")
+    assert "refused" not in answer, log[-3000:]
+    assert answer["num_drafts"] > 0, answer

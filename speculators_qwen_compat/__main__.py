@@ -1,8 +1,8 @@
-"""``python -m speculators_qwen_compat status [--json]``, ``doctor ...`` or ``acceptance ...``.
+"""``python -m speculators_qwen_compat status|doctor|acceptance|repair-drafter ...``.
 
-``status``: versions, whether we test this release, and per fix its state and why. ``doctor
---model M [--data FILE]``: template, masks, a dry run (doctor/command.py). ``acceptance
---endpoint URL --data FILE``: a served drafter's acceptance (acceptance/command.py).
+``status``: versions, whether we test this release, and per fix its state and why. ``doctor``:
+template, masks, a dry run, a saved drafter (doctor/command.py). ``acceptance``: a served
+drafter's acceptance (acceptance/command.py). ``repair-drafter``: doctor/repair_drafter.py.
 """
 
 from __future__ import annotations
@@ -86,11 +86,19 @@ def main(argv: list[str] | None = None) -> int:
     acceptance.add_arguments(
         commands.add_parser("acceptance", help="a served drafter's acceptance on your data")
     )
+    repair_parser = commands.add_parser(
+        "repair-drafter", help="a copy of a saved drafter whose config vLLM serves as it trained"
+    )
+    from speculators_qwen_compat.doctor import repair_drafter
+
+    repair_drafter.add_arguments(repair_parser)
     args = parser.parse_args(argv)
     if args.command == "acceptance":
         return acceptance.main(args)
     if args.command == "doctor":
         return doctor.main(args)
+    if args.command == "repair-drafter":
+        return repair_drafter.main(args)
     if args.command == "status":
         report = status_report()
         if args.json:

@@ -130,3 +130,26 @@ def _build_like_script(verifier: Path, speculator_type: str) -> Any:
         block_size=4,
         max_anchors=16,
     )
+
+
+def offline_data(out: Path, hidden: int, rows: int = 8, tokens: int = 48) -> Path:
+    """``rows`` rows in speculators' offline layout (0.8+ ``train/data.py``): input ids, a loss
+    mask past the first 8 tokens, and random hidden states of TARGET_LAYERS and the last layer
+    ([tokens, 4, hidden]) in ``hidden_states/hs_{i}.safetensors``. For runs that check what is
+    saved and said, not what is learned."""
+    import torch
+    from datasets import Dataset
+    from safetensors.torch import save_file
+
+    (out / "hidden_states").mkdir(parents=True)
+    gen = torch.Generator().manual_seed(0)
+    records = []
+    for i in range(rows):
+        ids = torch.randint(3, 1200, (tokens,), generator=gen)
+        states = torch.randn(tokens, len(TARGET_LAYERS) + 1, hidden, generator=gen)
+        save_file({"hidden_states": states, "token_ids": ids},
+                  str(out / "hidden_states" / f"hs_{i}.safetensors"))  # fmt: skip
+        mask = [0] * 8 + [1] * (tokens - 8)
+        records.append({"input_ids": ids.tolist(), "loss_mask": mask, "seq_len": tokens})
+    Dataset.from_list(records).with_format("torch").save_to_disk(str(out))
+    return out

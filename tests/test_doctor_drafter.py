@@ -76,9 +76,10 @@ def test_saved_as_upstream_does_is_refused(verifier: Path, tmp_path: Path) -> No
     result = _doctor(verifier, drafter)
     assert result.returncode == 1
     error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith("speculators_qwen_compat: error: vLLM would not serve")
+    assert error.startswith(f"speculators_qwen_compat: error: --drafter {drafter}: ")
     assert "mrope_section" in error and "does not support M-RoPE yet" in error
     assert "sliding_window_non_causal true" in error
+    assert f"repair-drafter {drafter} --output {drafter}-served" in error
 
 
 def test_bad_folders_name_their_problem(verifier: Path, tmp_path: Path) -> None:

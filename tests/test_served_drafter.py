@@ -74,6 +74,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         trained[f"off-{name}"] = _build(
             root, newest, verifiers[:1], f"off-{name}", *flags, **FIXES_OFF
         )
+    trained.update(_repaired(trained))
     folders = [folder for case in trained.values() for folder in case]
     io = {"folders": folders, "q": q, "positions": positions,
           "image": {"verifier": str(verifiers[0]), **IMAGE}}  # fmt: skip
@@ -89,6 +90,29 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "q": q,
         "positions": positions,
     }
+
+
+def _repaired(trained: dict[str, Any]) -> dict[str, Any]:
+    """``repair-drafter --config-only`` of every folder saved with the fixes off (but XPress, and
+    the mixed-attention drafter no config serves): {"repaired-CASE": {copy: the original's
+    trained answer}} (the weights are the original's, so is how it trained)."""
+    import io
+
+    from speculators_qwen_compat.doctor.repair_drafter import repair
+
+    out: dict[str, Any] = {}
+    for case, answers in trained.items():
+        if not case.startswith("off-") or case == "off-mixed":
+            continue
+        copies = out.setdefault(f"repaired-{case[4:]}", {})
+        for folder, answer in answers.items():
+            if Path(folder).name == "xpress":
+                continue
+            verifier = str(Path(folder).parents[2] / Path(folder).parent.name)
+            copy = f"{folder}-repaired"
+            repair(folder, copy, verifier, True, io.StringIO())
+            copies[copy] = answer
+    return out
 
 
 def _cases(served: dict, prefix: str) -> list[tuple[str, dict]]:
@@ -222,3 +246,18 @@ def test_image_positions_differ_from_training(served: dict) -> None:
     assert torch.equal(row[start : start + count], torch.full((count,), start))
     after = slice(start + count, IMAGE["tokens"])
     assert torch.equal(row[after], index[after] - (count - 6))
+
+
+def test_vllm_serves_repaired_copies_as_trained(served: dict) -> None:
+    """What ``repair-drafter`` writes from each folder upstream saved (fixes off), for every
+    release and the all-full-attention DFlash: vLLM reads no M-RoPE, rotates text positions as
+    the drafter trained, and serves each block layer causal or bidirectional as it trained."""
+    cases = _cases(served, "repaired-")
+    assert len(cases) >= 2 * 3 * (len(WRITES_ROPE) - 1)
+    for folder, answer in cases:
+        vllm = served["vllm"][folder]
+        assert not vllm["uses_mrope"], folder
+        gap = (vllm["q_rotated"].float() - answer["q"].float()).abs().max().item()
+        assert gap < 1e-3, f"{folder}: max |vLLM - trained| = {gap}"
+        if answer["causal"] is not None:
+            assert vllm["causal"] == answer["causal"], folder

@@ -68,7 +68,9 @@ class Patcher:
 
     def replace(self, owner: Any, name: str, value: Any) -> None:
         owned = not isinstance(owner, type) or name in vars(owner)
-        self._saved.append((owner, name, getattr(owner, name), owned))
+        # a class's own entry as it is (a classmethod's descriptor, not the method it binds)
+        original = vars(owner)[name] if isinstance(owner, type) and owned else getattr(owner, name)
+        self._saved.append((owner, name, original, owned))
         setattr(owner, name, value)
 
     def wrap_stage(

@@ -33,6 +33,7 @@ _SCRIPT_ERA = {
     "regen_replies": FixState.NOT_NEEDED,
     "regen_run": FixState.NOT_NEEDED,
     "sample_drops": FixState.NOT_APPLICABLE,
+    "fine_tune_dtype": FixState.NOT_NEEDED,  # no speculators.train.cli (the git-only script)
 }
 _RENDER_ERA = {
     "forked_tokenizer": FixState.NOT_NEEDED,
@@ -42,6 +43,7 @@ _RENDER_ERA = {
     "row_tensors": FixState.APPLIED,
     "overwrite_guard": FixState.APPLIED,
     "sample_drops": FixState.APPLIED,
+    "fine_tune_dtype": FixState.APPLIED,
     "regen_turns": FixState.APPLIED,
     "regen_replies": FixState.APPLIED,
     "regen_run": FixState.APPLIED,
@@ -64,6 +66,7 @@ _TRAINING = {
     "mask_token": FixState.APPLIED,
     "served_rope": FixState.APPLIED,
     "served_attention": FixState.APPLIED,
+    "trained_record": FixState.APPLIED,
 }
 
 TESTED_RELEASES: dict[str, Release] = {

@@ -19,6 +19,8 @@ CLI_REGENERATE = "speculators.cli.regenerate_responses"
 SPECULATOR_MODEL = "speculators.model"
 TRAIN_UTILS = "speculators.train.utils"
 TRAINER = "speculators.train.trainer"
+#: 0.8+: ``python -m speculators.train`` builds the drafter here (``build_draft_model``).
+TRAIN_CLI = "speculators.train.cli"
 TRAIN_RECOVERY = "speculators.train.recovery"
 TRAIN_DATA = "speculators.train.data"
 

@@ -1,8 +1,7 @@
-"""``doctor --drafter DIR --model VERIFIER``: will vLLM 0.32 load the drafter, serve it as trained?
-
-Checks the drafter's config and tensors against what vLLM reads (training/served_drafter.py;
-docs/upstream.md, "Serving a drafter in vLLM"); ends with the ``vllm serve`` line, and each problem
-found is one line of the fatal error (exit 1), after the report.
+"""``doctor --drafter DIR --model VERIFIER``: did the drafter learn the verifier's targets, will
+vLLM 0.32 serve it as it trained? Its config and tensors against what vLLM reads (training/
+served_drafter.py), its verifier norm by its own release (training/norm_verdict.py); ends with
+the ``vllm serve`` line, each problem one line of the fatal error (exit 1), after the report.
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from speculators_qwen_compat.core.errors import CompatError, reason_of
+from speculators_qwen_compat.training import drafter_record as dr
+from speculators_qwen_compat.training import norm_verdict as nv
 from speculators_qwen_compat.training import served_drafter as sd
 
 #: speculators type -> the speculative config vLLM 0.32 derives from it (``configs/speculators/
@@ -34,6 +35,7 @@ class DrafterCheck:
     lines: list[tuple[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     serve: str = ""
+    norm: nv.NormVerdict | None = None
 
     def say(self, label: str, text: str) -> None:
         self.lines.append((label, text))
@@ -55,8 +57,47 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return value
 
 
-def verifier_text_config(model: str) -> dict[str, Any]:
-    """The verifier's text config as a dict (``text_config`` of a composite config)."""
+def drafter_config(drafter: str, flag: str = "--drafter") -> dict[str, Any]:
+    """The drafter folder's config.json; given the folder that holds the epochs (``--save-path``),
+    an error naming the epoch folders found there."""
+    folder = Path(drafter).expanduser()
+    if folder.is_dir() and not (folder / "config.json").exists():
+        epochs = epoch_folders(folder)
+        if epochs:
+            names = ", ".join(f"{e.name}/" for e in epochs)
+            best = next((e for e in epochs if e.name == BEST), epochs[0])
+            raise CompatError(
+                f"{flag} {drafter}: no config.json; it holds the epoch folders {names}: pass one "
+                f"of them, e.g. {flag} {folder / best.name}"
+            )
+    return read_json(folder / "config.json", f"{flag} {drafter}")
+
+
+def epoch_folders(folder: Path) -> list[Path]:
+    """The drafter folders under a training ``--save-path``: epochs by number, then
+    ``checkpoint_best`` (the trainer's link to the best epoch) and any other."""
+    found = [p for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()]
+    return sorted(found, key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit()
+                                        else 0, p.name))  # fmt: skip
+
+
+#: The link the trainer keeps to its best epoch (speculators 0.8+ ``checkpointer.py``).
+BEST = "checkpoint_best"
+
+
+def _text_of(config: dict[str, Any]) -> dict[str, Any]:
+    """The text config of a composite config (Qwen3.5/3.6: ``text_config``), else itself."""
+    return config.get("text_config") or config
+
+
+def model_types(config: dict[str, Any]) -> tuple[str, ...]:
+    """The verifier's (text, top-level) model types from its whole config, as
+    norm_convention orders them."""
+    return tuple(str(c["model_type"]) for c in (_text_of(config), config) if c.get("model_type"))
+
+
+def verifier_config(model: str) -> dict[str, Any]:
+    """The verifier's whole config as a dict."""
     folder = Path(model).expanduser()
     if folder.is_dir():
         config = read_json(folder / "config.json", f"--model {model}")
@@ -69,7 +110,7 @@ def verifier_text_config(model: str) -> dict[str, Any]:
             raise CompatError(
                 f"--model {model}: cannot read its config ({reason_of(exc)})"
             ) from None
-    return config.get("text_config") or config
+    return config
 
 
 def weight_names(folder: Path) -> set[str]:
@@ -101,8 +142,9 @@ def weight_names(folder: Path) -> set[str]:
 
 def check_drafter(drafter: str, model: str) -> DrafterCheck:
     folder = Path(drafter).expanduser()
-    config = read_json(folder / "config.json", f"--drafter {drafter}")
-    verifier = verifier_text_config(model)
+    config = drafter_config(drafter)
+    whole_verifier = verifier_config(model)
+    verifier = _text_of(whole_verifier)
     check = DrafterCheck()
     kind = sd.speculator_type(config)
     if kind not in VLLM_METHOD:
@@ -116,6 +158,12 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
             f"--drafter {drafter}: config.json has no speculators_config object (vLLM reads "
             "the drafter's method and verifier there); is this a folder speculators saved?"
         )
+    check.norm = nv.judge(config, dr.read(folder), model_types(whole_verifier))
+    if check.norm.word == nv.MIS_SCALED:
+        check.problems.append(
+            f"verifier norm mis-scaled ({check.norm.why}); a config change cannot mend it: "
+            + mend_line(drafter, model, kind)
+        )
     names = weight_names(folder)
     if not names:
         check.problem("weights", f"no *.safetensors tensors in {folder}: vLLM loads none")
@@ -123,15 +171,15 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
         _layers(check, config, verifier)
         _hidden_and_vocab(check, config, verifier, names)
         tokens = _block(check, config, verifier, kind)
-        _rope(check, config, kind)
-        v2 = _attention(check, config)
+        _rope(check, config, kind, drafter)
+        v2 = _attention(check, config, drafter)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         # a hand-edited or foreign config.json: a value of a type vLLM would refuse too
         raise CompatError(
             f"--drafter {drafter}: config.json holds a value of an unexpected type or shape "
             f"({reason_of(exc)}); compare it with a config.json `train` saved"
         ) from None
-    recorded = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+    recorded = nv.recorded_verifier(config).get("name_or_path")
     if recorded and recorded != model:
         check.say("verifier recorded", f"{recorded} (vLLM uses the served --model, {model})")
     spec = {**VLLM_METHOD[kind], "model": str(drafter), "num_speculative_tokens": tokens}
@@ -238,7 +286,31 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
     return tokens
 
 
-def _rope(check: DrafterCheck, config: dict[str, Any], kind: str) -> None:
+def beside(drafter: str, suffix: str) -> str:
+    """A new folder named after the drafter's run: ``out/dflash/0`` -> ``out/dflash-SUFFIX``
+    (an epoch folder's parent is the run's ``--save-path``), any other ``DIR`` -> ``DIR-SUFFIX``."""
+    folder = Path(drafter.rstrip("/") or drafter)
+    run = folder.parent if folder.name.isdigit() or folder.name == BEST else folder
+    return f"{run}-{suffix}"
+
+
+def mend_line(drafter: str, model: str, kind: str) -> str:
+    """What mends a drafter trained on mis-scaled targets: fine-tuning from it, fixes on."""
+    tuned = shlex.quote(beside(drafter, "finetuned"))
+    return (
+        "retrain with the fixes on, or fine-tune from this folder with them: python -m "
+        f"speculators_qwen_compat.train --speculator-type {kind} --verifier-name-or-path "
+        f"{shlex.quote(model)} --from-pretrained {shlex.quote(str(drafter))} --data-path "
+        f"YOUR_PREPARED_DATA --save-path {tuned} --total-seq-len 4096"
+    )
+
+
+def repair_line(drafter: str) -> str:
+    copy = shlex.quote(beside(drafter, "served"))
+    return f"speculators-qwen-compat repair-drafter {shlex.quote(str(drafter))} --output {copy}"
+
+
+def _rope(check: DrafterCheck, config: dict[str, Any], kind: str, drafter: str) -> None:
     fields = sd.m_rope_fields(config)
     rope = next(
         (sd.layer_config(config).get(f) for f in sd.ROPE_FIELDS if sd.layer_config(config).get(f)),
@@ -254,17 +326,18 @@ def _rope(check: DrafterCheck, config: dict[str, Any], kind: str) -> None:
         check.problem(
             "rope",
             f'{keys} in the config: vLLM 0.32 refuses it ("does not support M-RoPE yet"); '
-            "save with the fixes on (fix served_rope) or remove those keys from config.json",
+            f"a copy without them: {repair_line(drafter)}",
         )
     else:
         check.problem(
             "rope",
-            f"{keys} in the config: vLLM rotates this drafter by M-RoPE, which it never trained "
-            "with; save with the fixes on (fix served_rope)",
+            f"{keys} in the config: vLLM serves it differently from how it trained (it rotates "
+            f"the drafter by M-RoPE; it trained with plain RoPE); a copy without them: "
+            f"{repair_line(drafter)}",
         )
 
 
-def _attention(check: DrafterCheck, config: dict[str, Any]) -> bool:
+def _attention(check: DrafterCheck, config: dict[str, Any], drafter: str) -> bool:
     """Checks each draft layer's causality; True when vLLM needs its V2 runner."""
     trained, served = sd.trained_causal(config), sd.served_causal(config)
     if trained is None or served is None:
@@ -277,8 +350,9 @@ def _attention(check: DrafterCheck, config: dict[str, Any]) -> bool:
     elif fields:
         check.problem(
             "attention",
-            "every layer trained bidirectional but vLLM serves them causal: set "
-            "sliding_window_non_causal true in config.json (fix served_attention does on save)",
+            "every layer trained bidirectional but vLLM serves them causal: vLLM serves it "
+            "differently from how it trained; a copy with sliding_window_non_causal true: "
+            + repair_line(drafter),
         )
     else:
         check.say("attention", f"served as trained ({text})")
@@ -294,10 +368,10 @@ def print_drafter_view(drafter: str, model: str, out: TextIO) -> None:
     print(f"drafter: {drafter} for {model} (vLLM 0.32):", file=out)
     for label, text in check.lines:
         print(f"  {label + ':':<24}{text}", file=out)
+    if check.norm is not None:
+        print(f"verifier norm: {check.norm.word}: {check.norm.why}", file=out)
     if check.serve:
         print("serve it:", file=out)
         print(f"  {check.serve}", file=out)
     if check.problems:
-        raise CompatError(
-            f"vLLM would not serve {drafter} as trained: " + "; ".join(check.problems)
-        )
+        raise CompatError(f"--drafter {drafter}: " + "; ".join(check.problems))

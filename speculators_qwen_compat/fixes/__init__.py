@@ -9,6 +9,7 @@ from speculators_qwen_compat.core.upstream import (
     CLI_REGENERATE,
     PREPROCESSING,
     SPECULATOR_MODEL,
+    TRAIN_CLI,
     TRAIN_DATA,
     TRAIN_RECOVERY,
     TRAIN_UTILS,
@@ -52,6 +53,12 @@ ALL_FIXES: tuple[FixEntry, ...] = (
         (SPECULATOR_MODEL, TRAINER),
         f"{_TRAINING}.served_attention:ServedAttentionFix",
     ),
+    FixEntry(
+        "trained_record",
+        (SPECULATOR_MODEL, TRAINER),
+        f"{_TRAINING}.trained_record:TrainedRecordFix",
+    ),
+    FixEntry("fine_tune_dtype", (TRAIN_CLI,), f"{_TRAINING}.fine_tune_dtype:FineTuneDtypeFix"),
 )
 
 __all__ = ["ALL_FIXES"]

@@ -81,10 +81,12 @@ ROUTE: dict[str, tuple[Stop, ...]] = {
         Stop("token_frequency", "token counts over Arrow batches with numpy"),
     ),
     "Trainer.run_training": (
+        Stop("trained_record", "the drafter marked as trained in this process"),
         Stop("served_attention", "a drafter vLLM would serve differently refused at start"),
         Stop("sample_drops", "dropped samples counted"),
     ),
     "SpeculatorModel.save_pretrained": (
+        Stop("trained_record", "a record of what the weights trained with, beside config.json"),
         Stop("served_attention", "attention types saved as vLLM serves them"),
         Stop("served_rope", "the rope config saved so vLLM loads the drafter"),
     ),

@@ -17,6 +17,10 @@ SLIDING = "sliding_attention"
 ONE_FLAG = ("dflash", "dflash2")
 PER_LAYER = ("dspark",)
 BLOCK_DRAFTERS = ONE_FLAG + PER_LAYER + ("xpress",)
+#: Releases whose trainer saves the verifier's ``partial_rotary_factor`` (0.25 for Qwen3.5/3.6)
+#: while their drafters rotate every channel of a head (the git-only 0.6 ``scripts/train.py``;
+#: the served_rope fix finds it by running the drafter's rotary embedding).
+UNAPPLIED_PARTIAL_FACTOR = ("0.6.0", "0.6.0.1", "0.6.0.2")
 
 
 def layer_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +45,41 @@ def served_rope(rope: dict[str, Any]) -> dict[str, Any]:
     if float(out.get("partial_rotary_factor", 1.0)) == 1.0:
         out.pop("partial_rotary_factor", None)
     return out
+
+
+def serving_config(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A copy of a saved drafter's config.json that vLLM 0.32 serves as the drafter trained,
+    read from the config alone (no model built), and what changed; ValueError when no config
+    can (block layers trained causal beside bidirectional ones)."""
+    import copy
+
+    out = copy.deepcopy(config)
+    changes: list[str] = []
+    layer = out.get("transformer_layer_config") or {}
+    unapplied = str(config.get("speculators_version")) in UNAPPLIED_PARTIAL_FACTOR
+    for field in ROPE_FIELDS:
+        rope = layer.get(field)
+        if not isinstance(rope, dict):
+            continue
+        served = served_rope(rope)
+        if unapplied:
+            served.pop("partial_rotary_factor", None)
+        dropped = sorted(k for k in rope if k not in served)
+        if dropped:
+            layer[field] = served
+            changes.append(f"{field}: without {', '.join(f'{k}={rope[k]}' for k in dropped)}")
+    fields = attention_for_serving(config)
+    if fields is None:
+        raise ValueError(attention_mismatch(config))
+    for key, value in fields.items():
+        out[key] = value
+        changes.append(f"{key}: {json_word(value)} (every layer trained bidirectional)")
+    return out, changes
+
+
+def json_word(value: Any) -> str:
+    """A config value as config.json spells it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def rotary_dim(rope: dict[str, Any], head_dim: int) -> int:

@@ -14,6 +14,7 @@ from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
 from speculators_qwen_compat.training import norm_convention as nc
+from speculators_qwen_compat.training import upstream_norms as un
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -81,6 +82,7 @@ def fix_verifier_norm(model: Any) -> str:
         return LEFT_ALONE
     kind = type(model).__name__
     convention = nc.convention_of(norm)
+    _check_table(model, types, convention)
     if convention == nc.ONE_PLUS_WEIGHT:
         log.info("verifier_norm fix not needed for %s: it already computes x*(1+w)", kind)
         return ALREADY_RIGHT
@@ -104,3 +106,19 @@ def fix_verifier_norm(model: Any) -> str:
         type(norm).__name__,
     )
     return REPLACED
+
+
+def _check_table(model: Any, types: tuple[str, ...], convention: str | None) -> None:
+    """Warns when the norm upstream built is not the one the release table says (doctor judges
+    saved drafters by that table): the table is out of date for this release."""
+    from importlib.metadata import version
+
+    release = version("speculators")
+    speculator_type = str(getattr(getattr(model, "config", None), "speculators_model_type", ""))
+    said = un.upstream_builds(release, speculator_type, types)
+    if said not in (un.UNKNOWN, un.NO_NORM) and convention is not None and said != convention:
+        log.warning(
+            "speculators %s %s builds verifier_norm as %s, the release table says %s "
+            "(speculators_qwen_compat training/upstream_norms.py is out of date)",
+            release, speculator_type, convention, said,
+        )  # fmt: skip

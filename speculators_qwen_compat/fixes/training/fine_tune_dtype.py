@@ -1,0 +1,60 @@
+"""Fix: ``--from-pretrained FOLDER`` fine-tunes in float32, as a fresh drafter trains.
+
+Why: the trainer saves bf16 and ``from_pretrained`` keeps it: bf16 weights, or "expected m1 and m2
+to have the same dtype" beside float32 hidden states (docs/upstream.md, "Training: a drafter
+trained before the fixes"). Target: 0.8+'s ``build_draft_model``; the drafter is cast to float32.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.upstream import TRAIN_CLI, bind
+
+log = logging.getLogger("speculators_qwen_compat")
+
+BUILD_DRAFT_MODEL = Target(TRAIN_CLI, "build_draft_model", params=("args",))
+
+
+class FineTuneDtypeFix(Fix):
+    name = "fine_tune_dtype"
+    summary = "a drafter loaded with --from-pretrained trains in float32, as a fresh one does"
+    modules = (TRAIN_CLI,)
+    shapes = (
+        Shape(
+            "build_draft_model loads --from-pretrained in the saved dtype; cast to float32",
+            (BUILD_DRAFT_MODEL,),
+        ),
+    )
+    applies_on = ReleaseRange("0.8.1", "0.9.0")
+
+    def apply(self, found: Found, patcher: Patcher) -> None:
+        patcher.wrap(*found.owner_and_name(BUILD_DRAFT_MODEL), _build_draft_model)
+
+
+def _build_draft_model(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    model = wrapped(*args, **kwargs)
+    cli_args = bind(wrapped, args, kwargs).arguments["args"]
+    source = getattr(cli_args, "from_pretrained", None)
+    if source:
+        to_float32(model, str(source))
+    return model
+
+
+def to_float32(model: Any, source: str) -> None:
+    """Casts ``model``'s floating parameters and buffers to float32 when any is not."""
+    import torch
+
+    kinds = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    if kinds <= {torch.float32}:
+        return
+    model.float()
+    log.warning(
+        "--from-pretrained %s loaded in %s; cast to float32 to train as a fresh drafter does "
+        "(speculators_qwen_compat fix fine_tune_dtype)",
+        source,
+        "/".join(sorted(str(k).removeprefix("torch.") for k in kinds)),
+    )

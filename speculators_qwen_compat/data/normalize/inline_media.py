@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.data.render.media_faults import UNREADABLE, checked, reason
 
 #: The media folder's name beside ``--output``: ``<output>-media``.
 SUFFIX = "-media"
@@ -172,7 +173,7 @@ def store(data: bytes, form: str) -> str:
 
 def _check_whole(data: bytes) -> None:
     """Raise the skip for bytes Pillow cannot decode, checked as local rendering checks a
-    file (data/render/media.py ``checked``: a PNG by its checksums, a JPEG at 1/8 scale).
+    file (data/render/media_faults.py ``checked``: a PNG by its checksums, a JPEG at 1/8 scale).
     Without Pillow nothing can decode an image here; the render's own check decides."""
     import io
 
@@ -180,13 +181,11 @@ def _check_whole(data: bytes) -> None:
         from PIL import Image
     except ImportError:
         return
-    from speculators_qwen_compat.data.render import media, media_faults
-
     try:
         with Image.open(io.BytesIO(data)) as image:
-            media.checked(image)
+            checked(image)
     except Exception as exc:  # OSError, SyntaxError (a broken PNG), DecompressionBombError
-        raise InlineMediaError(media_faults.reason(str(exc)) or media_faults.UNREADABLE) from None
+        raise InlineMediaError(reason(str(exc)) or UNREADABLE) from None
 
 
 def from_base64(text: str, form: str) -> str:

@@ -176,7 +176,7 @@ _ORIENTATION = 0x0112
 @functools.lru_cache(maxsize=4096)
 def _header_size(path: str, size: int, mtime_ns: int) -> tuple[int, int]:
     """The size from the file's header (no pixels decoded), then a check that vLLM can decode
-    it, as cheap as the format allows (``checked``)."""
+    it, as cheap as the format allows (media_faults.py ``checked``)."""
     image_module, _ = pillow()
     try:
         with image_module.open(path) as image:
@@ -188,27 +188,12 @@ def _header_size(path: str, size: int, mtime_ns: int) -> tuple[int, int]:
                 orientation = int(image.getexif().get(_ORIENTATION) or 1)
         if Path(path).parent != inline_media.media_folder():  # its files were checked
             with image_module.open(path) as image:  # afresh: PNG's verify must come first
-                checked(image)
+                media_faults.checked(image)
     except MediaNotRendered:
         raise
     except Exception as exc:  # OSError, SyntaxError (broken PNG), DecompressionBombError, ...
         raise MediaNotRendered(media_faults.reason(str(exc)) or media_faults.UNREADABLE) from None
     return (width, height) if orientation in _SWAPPED else (height, width)
-
-
-def checked(image: Any) -> None:
-    """Raise what decoding raises for a file vLLM cannot load, decoding as little as the format
-    allows: a JPEG at 1/8 scale (its DCT reads every block of the file: a truncated or damaged
-    file fails as in a full decode, for about 1/64 of the memory), a PNG by its chunks' checksums
-    (``verify``: no pixels), other formats in full (docs/images.md "Cost")."""
-    if image.format == "JPEG":
-        width, height = image.size
-        image.draft("RGB", (max(1, width // 8), max(1, height // 8)))
-        image.load()
-    elif image.format == "PNG":
-        image.verify()
-    else:
-        image.load()
 
 
 def processor_kwargs() -> dict[str, Any]:

@@ -20,6 +20,7 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.doctor.drafter_view import beside
 
 REPO_ENV = "SPECULATORS_REPO"
 TRAIN_MODULE = "speculators.train"
@@ -52,10 +53,44 @@ def _script_option(args: list[str]) -> tuple[str | None, list[str]]:
     return None, args
 
 
+def _option(args: list[str], name: str) -> str | None:
+    """The last value of ``name`` in ``args`` (``--name V`` or ``--name=V``), as argparse reads."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(f"{name}="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def check_save_path(args: list[str]) -> None:
+    """Refuses a --save-path that is, holds or lies in --from-pretrained's folder (links
+    followed): upstream writes run.yaml there and ``--save-best`` deletes every other child."""
+    save, source = _option(args, "--save-path"), _option(args, "--from-pretrained")
+    if not save or not source or not Path(source).expanduser().exists():
+        return  # a Hub id: nothing local to overwrite
+    here, there = Path(save).expanduser().resolve(), Path(source).expanduser().resolve()
+    if here == there:
+        how = "is"
+    elif here in there.parents:
+        how = "holds"
+    elif there in here.parents:
+        how = "lies inside"
+    else:
+        return
+    raise CompatError(
+        f"--save-path {save} {how} --from-pretrained {source} (training there would overwrite "
+        f"or delete the weights it loads): choose a new --save-path (e.g. "
+        f"{beside(source, 'finetuned')})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
 
     def body() -> int:
+        check_save_path(args)
         activate()
         return run_target(trainer_command(args))
 

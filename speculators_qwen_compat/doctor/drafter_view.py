@@ -158,6 +158,9 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
             f"--drafter {drafter}: config.json has no speculators_config object (vLLM reads "
             "the drafter's method and verifier there); is this a folder speculators saved?"
         )
+    ignored = dr.ignored_because(folder)
+    if ignored:
+        check.say("record", f"ignored: {ignored}; judged as a folder without one")
     check.norm = nv.judge(config, dr.read(folder), model_types(whole_verifier))
     if check.norm.word == nv.MIS_SCALED:
         check.problems.append(
@@ -295,10 +298,12 @@ def beside(drafter: str, suffix: str) -> str:
 
 
 def mend_line(drafter: str, model: str, kind: str) -> str:
-    """What mends a drafter trained on mis-scaled targets: fine-tuning from it, fixes on."""
+    """What mends a drafter trained on mis-scaled targets: retraining, fixes on; fine-tuning
+    from it rights its norm, but whether it undoes what it learned is not measured."""
     tuned = shlex.quote(beside(drafter, "finetuned"))
     return (
-        "retrain with the fixes on, or fine-tune from this folder with them: python -m "
+        "retrain with the fixes on (the known answer); fine-tuning from this folder with them "
+        "rights its norm, but whether it undoes what it learned is not measured: python -m "
         f"speculators_qwen_compat.train --speculator-type {kind} --verifier-name-or-path "
         f"{shlex.quote(model)} --from-pretrained {shlex.quote(str(drafter))} --data-path "
         f"YOUR_PREPARED_DATA --save-path {tuned} --total-seq-len 4096"

@@ -83,6 +83,24 @@ def test_save_path_elsewhere_passes(tmp_path: Path) -> None:
         train.check_save_path(["--save-path", str(tmp_path), "--from-pretrained", source])
 
 
+def test_plain_trainer_is_stopped_before_the_build(tmp_path: Path) -> None:
+    """``python -m speculators.train`` (the fixes on through the venv's .pth): fine_tune_dtype's
+    wrapper refuses before the drafter is built, trained or its epochs cleaned up."""
+    from speculators_qwen_compat.fixes.training import fine_tune_dtype
+
+    source = str(_folder(tmp_path / "out" / "dflash" / "0"))
+    built = []
+
+    def build_draft_model(args: object, model_class: object = None) -> object:
+        built.append(args)
+        return None
+
+    args = SimpleNamespace(save_path=str(tmp_path / "out" / "dflash"), from_pretrained=source)
+    with pytest.raises(CompatError, match="choose a new --save-path"):
+        fine_tune_dtype._build_draft_model(build_draft_model, None, (args,), {})
+    assert built == []
+
+
 # 2. fine-tuned from a mis-scaled drafter
 
 

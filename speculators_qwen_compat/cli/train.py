@@ -20,7 +20,7 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.doctor.drafter_view import beside
+from speculators_qwen_compat.training.save_path import refuse_overlap
 
 REPO_ENV = "SPECULATORS_REPO"
 TRAIN_MODULE = "speculators.train"
@@ -65,25 +65,8 @@ def _option(args: list[str], name: str) -> str | None:
 
 
 def check_save_path(args: list[str]) -> None:
-    """Refuses a --save-path that is, holds or lies in --from-pretrained's folder (links
-    followed): upstream writes run.yaml there and ``--save-best`` deletes every other child."""
-    save, source = _option(args, "--save-path"), _option(args, "--from-pretrained")
-    if not save or not source or not Path(source).expanduser().exists():
-        return  # a Hub id: nothing local to overwrite
-    here, there = Path(save).expanduser().resolve(), Path(source).expanduser().resolve()
-    if here == there:
-        how = "is"
-    elif here in there.parents:
-        how = "holds"
-    elif there in here.parents:
-        how = "lies inside"
-    else:
-        return
-    raise CompatError(
-        f"--save-path {save} {how} --from-pretrained {source} (training there would overwrite "
-        f"or delete the weights it loads): choose a new --save-path (e.g. "
-        f"{beside(source, 'finetuned')})"
-    )
+    """Refuses a --save-path over --from-pretrained's folder before the trainer starts."""
+    refuse_overlap(_option(args, "--save-path"), _option(args, "--from-pretrained"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.training import drafter_record as dr
 from speculators_qwen_compat.training import norm_verdict as nv
 from speculators_qwen_compat.training import served_drafter as sd
+from speculators_qwen_compat.training.save_path import BEST, beside
 
 #: speculators type -> the speculative config vLLM 0.32 derives from it (``configs/speculators/
 #: base.py``: PEAGLE is EAGLE-3 with parallel drafting; DFlash2 runs as DFlash).
@@ -79,10 +80,6 @@ def epoch_folders(folder: Path) -> list[Path]:
     found = [p for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()]
     return sorted(found, key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit()
                                         else 0, p.name))  # fmt: skip
-
-
-#: The link the trainer keeps to its best epoch (speculators 0.8+ ``checkpointer.py``).
-BEST = "checkpoint_best"
 
 
 def _text_of(config: dict[str, Any]) -> dict[str, Any]:
@@ -287,14 +284,6 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
             f"pass {tokens} (the line below does)",
         )
     return tokens
-
-
-def beside(drafter: str, suffix: str) -> str:
-    """A new folder named after the drafter's run: ``out/dflash/0`` -> ``out/dflash-SUFFIX``
-    (an epoch folder's parent is the run's ``--save-path``), any other ``DIR`` -> ``DIR-SUFFIX``."""
-    folder = Path(drafter.rstrip("/") or drafter)
-    run = folder.parent if folder.name.isdigit() or folder.name == BEST else folder
-    return f"{run}-{suffix}"
 
 
 def mend_line(drafter: str, model: str, kind: str) -> str:

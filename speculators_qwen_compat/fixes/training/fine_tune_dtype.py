@@ -13,6 +13,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import TRAIN_CLI, bind
+from speculators_qwen_compat.training.save_path import refuse_overlap
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -36,9 +37,10 @@ class FineTuneDtypeFix(Fix):
 
 
 def _build_draft_model(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    model = wrapped(*args, **kwargs)
     cli_args = bind(wrapped, args, kwargs).arguments["args"]
     source = getattr(cli_args, "from_pretrained", None)
+    refuse_overlap(getattr(cli_args, "save_path", None), source)  # before it trains or cleans up
+    model = wrapped(*args, **kwargs)
     if source:
         to_float32(model, str(source))
     return model

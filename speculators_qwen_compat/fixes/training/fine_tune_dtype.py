@@ -2,7 +2,8 @@
 
 Why: the trainer saves bf16 and ``from_pretrained`` keeps it: bf16 weights, or "expected m1 and m2
 to have the same dtype" beside float32 hidden states (docs/upstream.md, "Training: a drafter
-trained before the fixes"). Target: 0.8+'s ``build_draft_model``; the drafter is cast to float32.
+trained before the fixes"). Target: 0.8+'s ``build_draft_model``; the drafter is cast to float32,
+and a --save-path over the --from-pretrained folder is refused first (training/save_path.py).
 """
 
 from __future__ import annotations

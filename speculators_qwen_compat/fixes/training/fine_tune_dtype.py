@@ -1,9 +1,8 @@
 """Fix: ``--from-pretrained FOLDER`` fine-tunes in float32, as a fresh drafter trains.
 
-Why: the trainer saves bf16 and ``from_pretrained`` keeps it: bf16 weights, or "expected m1 and m2
-to have the same dtype" beside float32 hidden states (docs/upstream.md, "Training: a drafter
-trained before the fixes"). Target: 0.8+'s ``build_draft_model``; the drafter is cast to float32,
-and a --save-path over the --from-pretrained folder is refused first (training/save_path.py).
+Why: ``from_pretrained`` keeps the saved bf16: "expected m1 and m2 to have the same dtype" beside
+float32 hidden states (docs/upstream.md, "Training: a drafter trained before the fixes"). Target:
+0.8+'s ``build_draft_model``: a --save-path over FOLDER refused (training/save_path.py), a cast.
 """
 
 from __future__ import annotations

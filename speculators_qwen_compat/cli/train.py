@@ -20,6 +20,7 @@ from speculators_qwen_compat.cli.support import (
     run_main,
 )
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.training.save_path import refuse_overlap
 
 REPO_ENV = "SPECULATORS_REPO"
 TRAIN_MODULE = "speculators.train"
@@ -52,10 +53,27 @@ def _script_option(args: list[str]) -> tuple[str | None, list[str]]:
     return None, args
 
 
+def _option(args: list[str], name: str) -> str | None:
+    """The last value of ``name`` in ``args`` (``--name V`` or ``--name=V``), as argparse reads."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(f"{name}="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def check_save_path(args: list[str]) -> None:
+    """Refuses a --save-path over --from-pretrained's folder before the trainer starts."""
+    refuse_overlap(_option(args, "--save-path"), _option(args, "--from-pretrained"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
 
     def body() -> int:
+        check_save_path(args)
         activate()
         return run_target(trainer_command(args))
 

@@ -16,6 +16,7 @@ from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.training import drafter_record as dr
 from speculators_qwen_compat.training import norm_verdict as nv
 from speculators_qwen_compat.training import served_drafter as sd
+from speculators_qwen_compat.training.save_path import BEST, beside
 
 #: speculators type -> the speculative config vLLM 0.32 derives from it (``configs/speculators/
 #: base.py``: PEAGLE is EAGLE-3 with parallel drafting; DFlash2 runs as DFlash).
@@ -79,10 +80,6 @@ def epoch_folders(folder: Path) -> list[Path]:
     found = [p for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()]
     return sorted(found, key=lambda p: (not p.name.isdigit(), int(p.name) if p.name.isdigit()
                                         else 0, p.name))  # fmt: skip
-
-
-#: The link the trainer keeps to its best epoch (speculators 0.8+ ``checkpointer.py``).
-BEST = "checkpoint_best"
 
 
 def _text_of(config: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +155,9 @@ def check_drafter(drafter: str, model: str) -> DrafterCheck:
             f"--drafter {drafter}: config.json has no speculators_config object (vLLM reads "
             "the drafter's method and verifier there); is this a folder speculators saved?"
         )
+    ignored = dr.ignored_because(folder)
+    if ignored:
+        check.say("record", f"ignored: {ignored}; judged as a folder without one")
     check.norm = nv.judge(config, dr.read(folder), model_types(whole_verifier))
     if check.norm.word == nv.MIS_SCALED:
         check.problems.append(
@@ -286,19 +286,13 @@ def _block(check: DrafterCheck, config: dict[str, Any], verifier: dict[str, Any]
     return tokens
 
 
-def beside(drafter: str, suffix: str) -> str:
-    """A new folder named after the drafter's run: ``out/dflash/0`` -> ``out/dflash-SUFFIX``
-    (an epoch folder's parent is the run's ``--save-path``), any other ``DIR`` -> ``DIR-SUFFIX``."""
-    folder = Path(drafter.rstrip("/") or drafter)
-    run = folder.parent if folder.name.isdigit() or folder.name == BEST else folder
-    return f"{run}-{suffix}"
-
-
 def mend_line(drafter: str, model: str, kind: str) -> str:
-    """What mends a drafter trained on mis-scaled targets: fine-tuning from it, fixes on."""
+    """What mends a drafter trained on mis-scaled targets: retraining, fixes on; fine-tuning
+    from it rights its norm, but whether it undoes what it learned is not measured."""
     tuned = shlex.quote(beside(drafter, "finetuned"))
     return (
-        "retrain with the fixes on, or fine-tune from this folder with them: python -m "
+        "retrain with the fixes on (the known answer); fine-tuning from this folder with them "
+        "rights its norm, but whether it undoes what it learned is not measured: python -m "
         f"speculators_qwen_compat.train --speculator-type {kind} --verifier-name-or-path "
         f"{shlex.quote(model)} --from-pretrained {shlex.quote(str(drafter))} --data-path "
         f"YOUR_PREPARED_DATA --save-path {tuned} --total-seq-len 4096"

@@ -76,6 +76,9 @@ def repair(src: str, output: str, model: str | None, config_only: bool, out: Tex
     print(f"wrote {output}: a copy of {src} (weights unchanged; {src} untouched)", file=out)
     for change in changes or ["nothing: vLLM already serves it as it trained"]:
         print(f"  config.json: {change}", file=out)
+    ignored = dr.ignored_because(source)
+    if ignored:
+        print(f"record ignored: {ignored}", file=out)
     print(f"verifier norm: {verdict.word}: {verdict.why}", file=out)
     check = dv.check_drafter(output, verifier)
     print("serve it:", file=out)

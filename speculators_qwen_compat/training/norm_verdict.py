@@ -17,6 +17,8 @@ from speculators_qwen_compat.training import upstream_norms as un
 RIGHT = "right"
 MIS_SCALED = "mis-scaled"
 UNKNOWN = "unknown"
+#: ``weights`` kinds whose weights came from elsewhere: their source's verdict counts.
+LOADED_KINDS = (dr.LOADED, dr.RESUMED)
 
 
 @dataclass(frozen=True)
@@ -56,17 +58,32 @@ def _from_record(record: dict[str, Any]) -> NormVerdict:
     weights = record["weights"]
     norm, verifier = record.get("verifier_norm"), record.get("verifier_convention")
     release = record.get("speculators_version", "?")
+    kind = record.get("speculators_model_type")
     steps = weights.get("trained_steps") or 0
-    source = weights.get("source_verdict") if weights.get("kind") == dr.LOADED else None
+    source = weights.get("source_verdict") if weights.get("kind") in LOADED_KINDS else None
     if steps == 0 and isinstance(source, dict):  # loaded and saved again: not trained here
         return NormVerdict(
             str(source.get("word", UNKNOWN)),
             f"re-saved by speculators {release} without training (record); the weights are "
             f"those of {weights.get('source', 'the folder it loaded')}: {source.get('why', '')}",
         )
+    if norm == dr.UNREADABLE:
+        return NormVerdict(
+            UNKNOWN,
+            f"the record says its verifier_norm's convention could not be read when it was "
+            f"saved (speculators {release})",
+        )
     if norm is None:
-        return NormVerdict(RIGHT, f"speculators {release} {record.get('speculators_model_type')} "
-                                  "holds no verifier_norm (record)")  # fmt: skip
+        types = tuple(str(t) for t in record.get("verifier_types") or ())
+        built = un.upstream_builds(str(release), str(kind), types)
+        if built == un.NO_NORM:
+            return NormVerdict(RIGHT, f"speculators {release} {kind} holds no verifier_norm "
+                                      "(record)")  # fmt: skip
+        return NormVerdict(
+            UNKNOWN,
+            f"the record holds no verifier_norm, but speculators {release} {kind} builds one "
+            f"({built}, upstream_norms.py): what it trained with is not recorded",
+        )
     if verifier is None:
         return NormVerdict(UNKNOWN, "the record names no verifier family: --model's would tell")
     if norm != verifier:
@@ -85,8 +102,23 @@ def _from_record(record: dict[str, Any]) -> NormVerdict:
         f"trained {steps} steps by speculators {release}, verifier_norm computing {norm} as "
         "the verifier does (record)"
     )
+    if weights.get("kind") in LOADED_KINDS and not isinstance(source, dict):
+        return NormVerdict(UNKNOWN, f"{how}; from weights whose verdict the record lacks")
+    if isinstance(source, dict) and source.get("word") == MIS_SCALED:
+        return NormVerdict(
+            UNKNOWN,
+            f"fine-tuned {steps} steps from a drafter that learned mis-scaled targets: its norm "
+            f"is right now; whether {steps} steps undid what it learned is not measured "
+            f"(retraining is the known answer); {how}, from {weights.get('source')}",
+        )
     if isinstance(source, dict) and source.get("word") != RIGHT:
-        how += f"; fine-tuned from {weights.get('source')}, which was {source.get('word')}"
+        return NormVerdict(
+            UNKNOWN,
+            f"{how}; from {weights.get('source')}, whose verdict is {source.get('word')} "
+            f"({source.get('why', '')}): what it learned before is not known",
+        )
+    if isinstance(source, dict):
+        how += f"; fine-tuned from {weights.get('source')}, which was right"
     return NormVerdict(RIGHT, how)
 
 

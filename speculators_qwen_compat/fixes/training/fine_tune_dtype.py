@@ -1,8 +1,8 @@
 """Fix: ``--from-pretrained FOLDER`` fine-tunes in float32, as a fresh drafter trains.
 
-Why: the trainer saves bf16 and ``from_pretrained`` keeps it: bf16 weights, or "expected m1 and m2
-to have the same dtype" beside float32 hidden states (docs/upstream.md, "Training: a drafter
-trained before the fixes"). Target: 0.8+'s ``build_draft_model``; the drafter is cast to float32.
+Why: ``from_pretrained`` keeps the saved bf16: "expected m1 and m2 to have the same dtype" beside
+float32 hidden states (docs/upstream.md, "Training: a drafter trained before the fixes"). Target:
+0.8+'s ``build_draft_model``: a --save-path over FOLDER refused (training/save_path.py), a cast.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import TRAIN_CLI, bind
+from speculators_qwen_compat.training.save_path import refuse_overlap
 
 log = logging.getLogger("speculators_qwen_compat")
 
@@ -36,9 +37,10 @@ class FineTuneDtypeFix(Fix):
 
 
 def _build_draft_model(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-    model = wrapped(*args, **kwargs)
     cli_args = bind(wrapped, args, kwargs).arguments["args"]
     source = getattr(cli_args, "from_pretrained", None)
+    refuse_overlap(getattr(cli_args, "save_path", None), source)  # before it trains or cleans up
+    model = wrapped(*args, **kwargs)
     if source:
         to_float32(model, str(source))
     return model

@@ -62,25 +62,62 @@ class TrainedRecordFix(Fix):
             route.wrap(found, patcher, RUN_TRAINING, self.name, _run_training)
 
 
+#: Files ``from_pretrained`` loads weights from: a local folder with none is config-only.
+WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
+
+
 def _from_pretrained(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     model = wrapped(*args, **kwargs)
+    path = str(args[0] if args else kwargs.get("pretrained_model_name_or_path"))
+    folder = Path(path)
+    if folder.is_dir() and not any(any(folder.glob(g)) for g in WEIGHT_GLOBS):
+        return model  # config-only: fresh weights, a built drafter
     try:
-        path = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        folder = Path(str(path))
-        if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")):
-            config = json.loads((folder / "config.json").read_text())
-            verdict = norm_verdict.judge(config, dr.read(folder), vn.verifier_types(model))
-            setattr(model, SOURCE, (str(folder), verdict))
-            if verdict.word != norm_verdict.RIGHT:
-                log.warning(
-                    "%s: its weights are %s (%s); a norm fixed now acts on training from here, "
-                    "not on what they learned: fine-tune or retrain with the fixes on "
-                    "(speculators_qwen_compat fix trained_record)",
-                    folder, verdict.word, verdict.why,
-                )  # fmt: skip
+        verdict = source_verdict(folder, model)
     except Exception as exc:  # a record is never worth a failed load
-        log.warning("trained_record: source of %s not recorded: %s", type(model).__name__, exc)
+        log.warning("trained_record: the verdict on %s is unknown: %s", path, exc)
+        verdict = norm_verdict.NormVerdict(norm_verdict.UNKNOWN, f"not judged ({exc})")
+    setattr(model, SOURCE, (path, verdict))
+    if verdict.word != norm_verdict.RIGHT:
+        log.warning(
+            "%s: its weights are %s (%s); a norm fixed now acts on training from here, "
+            "not on what they learned: retrain with the fixes on "
+            "(speculators_qwen_compat fix trained_record)",
+            path, verdict.word, verdict.why,
+        )  # fmt: skip
     return model
+
+
+def source_verdict(folder: Path, model: Any) -> norm_verdict.NormVerdict:
+    """The verdict on the weights ``from_pretrained`` loaded from ``folder`` (a Hub id: unknown,
+    its folder is not judged here)."""
+    if not (folder / "config.json").is_file():
+        return norm_verdict.NormVerdict(
+            norm_verdict.UNKNOWN,
+            f"loaded from {folder}, not a local folder with a config.json: not judged "
+            "(`doctor --drafter` on a downloaded copy would tell)",
+        )
+    config = json.loads((folder / "config.json").read_text())
+    return norm_verdict.judge(config, dr.read(folder), vn.verifier_types(model))
+
+
+def resumed_from(trainer: Any) -> tuple[str, norm_verdict.NormVerdict] | None:
+    """The epoch folder a resumed run's checkpointer loaded and its verdict (unknown unless it
+    holds a record of ours), None for a run that did not resume."""
+    checkpointer = getattr(trainer, "checkpointer", None)
+    previous = getattr(checkpointer, "previous_epoch", -1)
+    if not getattr(trainer, "resume_from_checkpoint", False) or previous in (-1, None):
+        return None
+    folder = Path(str(getattr(checkpointer, "path", "?"))) / str(previous)
+    try:
+        record = dr.read(folder)
+        if record is not None:
+            config = json.loads((folder / "config.json").read_text())
+            return str(folder), norm_verdict.judge(config, record)
+        why = f"resumed from {folder}, which holds no record of ours: what it trained with"
+    except Exception as exc:  # the record still says it resumed
+        why = f"resumed from {folder}, not judged ({exc}): what it trained with"
+    return str(folder), norm_verdict.NormVerdict(norm_verdict.UNKNOWN, why + " is unknown")
 
 
 def _run_training(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -94,12 +131,13 @@ def _run_training(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any
 def _save_pretrained(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     before = config_dict(instance)
     result = wrapped(*args, **kwargs)
+    folder = Path(str(args[0] if args else kwargs.get("save_directory")))
     try:
-        folder = Path(str(args[0] if args else kwargs.get("save_directory")))
         if (folder / "config.json").is_file():
             saved = json.loads((folder / "config.json").read_text())
             dr.write(folder, record_of(instance, before, saved))
-    except Exception as exc:  # never break a save
+    except Exception as exc:  # never break a save; never leave an older record beside it
+        dr.remove(folder)
         log.warning("trained_record: no record written for %s: %s", type(instance).__name__, exc)
     return result
 
@@ -115,7 +153,11 @@ def record_of(model: Any, in_memory: dict[str, Any], saved: dict[str, Any]) -> d
     source = getattr(model, SOURCE, None)
     trainer = getattr(model, TRAINER_OF, None)
     steps = int(getattr(trainer, "global_step", 0) or 0) if trainer is not None else 0
-    weights: dict[str, Any] = {"kind": dr.LOADED if source else dr.BUILT, "trained_steps": steps}
+    kind_of_weights = dr.LOADED if source else dr.BUILT
+    resumed = resumed_from(trainer) if trainer is not None else None
+    if resumed:
+        kind_of_weights, source = dr.RESUMED, resumed
+    weights: dict[str, Any] = {"kind": kind_of_weights, "trained_steps": steps}
     if source:
         weights["source"], weights["source_verdict"] = source[0], source[1].as_dict()
     fixes: dict[str, str] = {}
@@ -135,8 +177,25 @@ def record_of(model: Any, in_memory: dict[str, Any], saved: dict[str, Any]) -> d
         "speculators_model_type": kind,
         "verifier_types": list(types),
         "verifier_convention": verifier if types else None,
-        "verifier_norm": nc.convention_of(norm) if norm is not None else None,
+        "verifier_norm": norm_convention(norm),
         "upstream_builds": un.upstream_builds(release, kind, types),
         "weights": weights,
         "fixes": fixes,
     }
+
+
+def norm_convention(norm: Any) -> str | None:
+    """What the drafter's verifier_norm computes; None: it holds none; dr.UNREADABLE: it holds
+    one we cannot read (never None, which would read as "no norm")."""
+    if norm is None:
+        return None
+    try:
+        found = nc.convention_of(norm)
+    except Exception as exc:
+        found, reason = None, str(exc)
+    else:
+        reason = "it computes neither x*w nor x*(1+w) on a probe"
+    if found is None:
+        log.warning("trained_record: the verifier_norm's convention is unreadable: %s", reason)
+        return dr.UNREADABLE
+    return found

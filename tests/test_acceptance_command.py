@@ -202,6 +202,10 @@ def test_engines_are_summed_and_created_series_ignored() -> None:
     assert counters.increase(before, counters.parse(Scripted(speculative=False).metrics())) is None
     with pytest.raises(ValueError, match="restarted"):
         counters.increase(counters.parse(script.metrics()), before)
+    started = "process_start_time_seconds 1.7e+09\n"
+    restarted = counters.parse(script.metrics() + started.replace("1.7", "1.8"))
+    with pytest.raises(ValueError, match="created again during the run: the server restarted"):
+        counters.increase(counters.parse(script.metrics() + started), restarted)
 
 
 @pytest.mark.pure

@@ -2,11 +2,13 @@
 
 Against a scripted OpenAI server (``pure``: no release involved): the prompts sent (turns before
 the last assistant turn, temperature 0, both formats), the figures as the increase of counters
-summed over two engines, the lone endpoint without speculation, the running-requests warning, and
-each fault as one line. Against a real vLLM 0.32 on CPU (``vllm``: one module-scoped server
-serving a tiny composite Qwen3.6-class checkpoint, processor files included, with an EAGLE-3
-drafter as users serve it, ``--speculative-config``): the command's figures equal the increase
-of the counters read from ``/metrics`` around it by this module's own reading of the text.
+summed over two engines of the served model, the lone endpoint without speculation, the
+running-requests warning, refused prompts skipped, server faults retried then counted or fatal,
+restarts, runs that measured nothing, and each fatal fault as one line. Against a real vLLM 0.32
+on CPU (``vllm``: one module-scoped server serving a tiny composite Qwen3.6-class checkpoint,
+processor files included, with an EAGLE-3 drafter as users serve it, ``--speculative-config``):
+the command's figures equal the increase of the counters read from ``/metrics`` around it by this
+module's own reading of the text.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -67,22 +69,34 @@ class Scripted:
         self.engines = [[100.0, 300.0, 120.0, 80.0, 30.0, 10.0], [50.0, 150.0, 60.0, 40, 15, 5]]
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.created = "1.7e+09"  # the counters' creation time (a restart changes it)
+        self.other_model = False  # a second served model's series beside ours
+        self.usage, self.drafting = True, True
+        self.down = False  # nothing answers: connections are dropped
+        #: a request's first message content -> statuses answered before a 200 (None: 500s)
+        self.faults: dict[str, list[int] | None] = {}
+        self.hook: Callable[[Scripted], None] = lambda script: None  # per chat request
 
     def metrics(self) -> str:
         lines = ["# TYPE vllm:num_requests_running gauge"]
         names = ("drafts", "draft_tokens", "accepted_tokens")
-        for engine, values in enumerate(self.engines):
-            labels = f'engine="{engine}",model_name="{self.models[0]}"'
-            lines.append(f"vllm:num_requests_running{{{labels}}} {self.running / 2}")
-            if not self.speculative:
-                continue
-            for name, value in zip(names, values[:3], strict=True):
-                lines.append(f"vllm:spec_decode_num_{name}_total{{{labels}}} {value}")
-                lines.append(f"vllm:spec_decode_num_{name}_created{{{labels}}} 1.7e+09")
-            for position, value in enumerate(values[3:]):
-                at = f'{labels},position="{position}"'
-                lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{{at}}} {value}")
-                lines.append(f"vllm:spec_decode_num_accepted_tokens_per_pos_created{{{at}}} 1.7e9")
+        served = [(self.models[0], self.engines, self.created)]
+        if self.other_model:  # ten times our figures, growing with ours
+            served.append(("other", [[10 * v for v in e] for e in self.engines], "1.6e+09"))
+        for model, engines, created in served:
+            for engine, values in enumerate(engines):
+                labels = f'engine="{engine}",model_name="{model}"'
+                lines.append(f"vllm:num_requests_running{{{labels}}} {self.running / 2}")
+                if not self.speculative:
+                    continue
+                for name, value in zip(names, values[:3], strict=True):
+                    lines.append(f"vllm:spec_decode_num_{name}_total{{{labels}}} {value}")
+                    lines.append(f"vllm:spec_decode_num_{name}_created{{{labels}}} {created}")
+                for position, value in enumerate(values[3:]):
+                    at = f'{labels},position="{position}"'
+                    per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos"
+                    lines.append(f"{per_pos}_total{{{at}}} {value}")
+                    lines.append(f"{per_pos}_created{{{at}}} {created}")
         return "\n".join(lines) + "\n"
 
     def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -92,11 +106,21 @@ class Scripted:
         if body.get("model") not in self.models:
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
         with self.lock:
+            first = (body.get("messages") or [{}])[0].get("content")
+            if first in self.faults:
+                statuses = self.faults[first]
+                if statuses is None or statuses:
+                    status = statuses.pop(0) if statuses else 500
+                    return status, {"error": {"message": f"scripted {status}", "code": status}}
             self.bodies.append(body)
+            self.hook(self)
             engine = self.engines[len(self.bodies) % 2]
-            for i, step in enumerate(PER_REQUEST):
+            for i, step in enumerate(PER_REQUEST if self.drafting else ()):
                 engine[i] += step
-        return 200, {"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": 5}}
+        reply: dict[str, Any] = {"choices": [{"message": {"content": "x"}}]}
+        if self.usage:
+            reply["usage"] = {"completion_tokens": 5}
+        return 200, reply
 
 
 @pytest.fixture
@@ -115,16 +139,23 @@ def scripted() -> Iterator[tuple[Scripted, str]]:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
-            if self.path == "/metrics" and script.has_metrics:
+            if script.down:
+                self.close_connection = True
+            elif self.path == "/metrics" and script.has_metrics:
                 self._send(200, script.metrics().encode(), "text/plain")
             elif self.path == "/v1/models":
                 self._send(200, json.dumps({"data": [{"id": m} for m in script.models]}).encode())
+            elif self.path == "/health":
+                self._send(200, b"", "text/plain")
             else:
                 self._send(404, b'{"detail": "Not Found"}')
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            status, reply = script.chat(body)
+            status, reply = (0, {}) if script.down else script.chat(body)
+            if script.down:  # also when this very request took it down
+                self.close_connection = True
+                return
             self._send(status, json.dumps(reply).encode())
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -171,13 +202,19 @@ def test_engines_are_summed_and_created_series_ignored() -> None:
     assert counters.increase(before, counters.parse(Scripted(speculative=False).metrics())) is None
     with pytest.raises(ValueError, match="restarted"):
         counters.increase(counters.parse(script.metrics()), before)
+    started = "process_start_time_seconds 1.7e+09\n"
+    restarted = counters.parse(script.metrics() + started.replace("1.7", "1.8"))
+    with pytest.raises(ValueError, match="created again during the run: the server restarted"):
+        counters.increase(counters.parse(script.metrics() + started), restarted)
 
 
 @pytest.mark.pure
 def test_figures_are_the_increase_of_the_prompts_sent(
     scripted: tuple[Scripted, str], tmp_path: Path
 ) -> None:
+    """Only the served model's series count: another model's beside them are left out."""
     script, url = scripted
+    script.other_model = True
     out = tmp_path / "figures.json"
     done = _acceptance("--endpoint", url, "--data", str(_data(tmp_path)), "--max-tokens", "7",
                        "--concurrency", "2", "--json", str(out))  # fmt: skip
@@ -247,10 +284,101 @@ def test_faults_are_one_line(scripted: tuple[Scripted, str], tmp_path: Path) -> 
     script.models.append("second")
     several = _one_error_line(_acceptance("--endpoint", url, "--data", data))
     assert "choose one with --model" in several, several
-    script.refuse = True
+    script.refuse = True  # every prompt refused: skipped each, so nothing measured
     refused = _one_error_line(_acceptance("--endpoint", url, "--data", data, "--model", "second"))
-    assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
-    assert "maximum context length" in refused, refused
+    assert "answered none of the requests (4 HTTP 400: This model's maximum" in refused, refused
+
+
+@pytest.mark.pure
+def test_a_request_fault_is_not_the_runs(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """A prompt refused (400) is skipped and counted, a 5xx retried, a request a live server
+    keeps failing counted as failed; the run goes on and the figures are the answered ones."""
+    script, url = scripted
+    out = tmp_path / "figures.json"
+    script.faults = {"Hi": [400], "Be brief.": [503, 500], "Weather in Paris?": None}
+    done = _acceptance("--endpoint", url, "--data", str(_data(tmp_path)), "--json", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (figures,) = json.loads(out.read_text())["endpoints"]
+    assert figures["refused"] == {"HTTP 400: scripted 400": 1} and figures["failed"] == 1
+    assert (figures["requests"], figures["completion_tokens"], figures["drafts"]) == (2, 10, 4)
+    assert "1 requests refused: 1 HTTP 400: scripted 400" in done.stderr, done.stderr
+    assert "1 requests failed: 1 HTTP 500" in done.stderr, done.stderr
+    rows = {line.split("  ")[0]: line.split()[-1] for line in done.stdout.splitlines()}
+    assert rows["refused requests"] == "1" and rows["failed requests"] == "1", done.stdout
+
+
+@pytest.mark.pure
+def test_a_server_that_stops_answering(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """Down during the second endpoint's run: one line, exit 1, the first endpoint's figures
+    printed and written."""
+    script, url = scripted
+    out = tmp_path / "figures.json"
+
+    def hook(script: Scripted) -> None:
+        script.down = len(script.bodies) > 4  # the second endpoint's first request
+
+    script.hook = hook
+    done = _acceptance("--endpoint", url, "--endpoint", url + "/v1",
+                       "--data", str(_data(tmp_path)), "--json", str(out))  # fmt: skip
+    line = _one_error_line(done)
+    assert line.startswith(ERROR + f"the server at {url} stopped answering ("), line
+    (figures,) = json.loads(out.read_text())["endpoints"]
+    assert figures["requests"] == 4 and figures["drafts"] == 8, figures
+    assert "acceptance rate" in done.stdout, done.stdout
+
+
+@pytest.mark.pure
+def test_nothing_measured_is_an_error(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """Drafts that did not increase, replies without usage: one line, not a column of zeros."""
+    script, url = scripted
+    data = str(_data(tmp_path))
+    script.drafting = False
+    line = _one_error_line(_acceptance("--endpoint", url, "--data", data))
+    assert "has speculative decoding but drafted nothing" in line, line
+    script.drafting, script.usage = True, False
+    line = _one_error_line(_acceptance("--endpoint", url, "--data", data))
+    assert "answered without usage (completion_tokens)" in line, line
+    script.speculative = False
+    line = _one_error_line(_acceptance("--endpoint", url, "--data", data))
+    assert "answered without usage (completion_tokens)" in line, line
+
+
+@pytest.mark.pure
+def test_a_restart_during_the_run(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """Counters created again (higher than before, so none went down), and counters that were
+    absent before the run: the server restarted, one line."""
+    script, url = scripted
+    data = str(_data(tmp_path))
+
+    def restart(script: Scripted) -> None:
+        script.created, script.speculative = "1.8e+09", True
+
+    script.hook = restart
+    line = _one_error_line(_acceptance("--endpoint", url, "--data", data))
+    assert "were created again during the run: the server restarted" in line, line
+    script.created, script.speculative = "1.7e+09", False
+    line = _one_error_line(_acceptance("--endpoint", url, "--data", data))
+    assert "counters appeared during the run: the server restarted" in line, line
+
+
+@pytest.mark.pure
+def test_json_is_a_new_file(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    """An existing --json file is refused before any request; another run's temporary file
+    beside it is left alone."""
+    script, url = scripted
+    data = str(_data(tmp_path))
+    out = tmp_path / "figures.json"
+    out.write_text("earlier\n")
+    line = _one_error_line(_acceptance("--endpoint", url, "--data", data, "--json", str(out)))
+    assert f"--json {out} exists" in line and not script.bodies, line
+    assert out.read_text() == "earlier\n"
+    out.unlink()
+    other = tmp_path / "figures.json.partial"
+    other.write_text("another run's\n")
+    done = _acceptance("--endpoint", url, "--data", data, "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert other.read_text() == "another run's\n" and json.loads(out.read_text())["rows"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name, other.name, "heldout.jsonl"]
 
 
 @pytest.fixture(scope="module")
@@ -314,8 +442,9 @@ def test_real_vllm_figures_are_the_counters_increase(drafter_served: Any, tmp_pa
 
 @pytest.mark.vllm
 def test_real_vllm_faults_and_running_requests(drafter_served: Any, tmp_path: Path) -> None:
-    """The same server: a model name it does not serve and a request it refuses (a prompt
-    above --max-model-len) are one line; a request running when the run starts is warned of."""
+    """The same server: a model name it does not serve and a run whose every request it
+    refuses (a prompt above --max-model-len: skipped, so nothing measured) are one line; a
+    request running when the run starts is warned of."""
     data = str(_data(tmp_path))
     wrong = _one_error_line(
         _acceptance("--endpoint", drafter_served.endpoint, "--data", data, "--model", "nope")
@@ -324,7 +453,7 @@ def test_real_vllm_faults_and_running_requests(drafter_served: Any, tmp_path: Pa
     long = tmp_path / "long.jsonl"
     long.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 3000}]}))
     refused = _one_error_line(_acceptance("--endpoint", drafter_served.url, "--data", str(long)))
-    assert "the server refused the request for" in refused and "HTTP 400" in refused, refused
+    assert "answered none of the requests (1 HTTP 400: " in refused, refused
     # Two requests that would run for thousands of steps (sampled at temperature 1, the
     # drafter's token 0 is rejected: one token per step), sent and never read; closing their
     # connections afterwards makes vLLM abort them. (A one-token prompt would kill vLLM 0.32's

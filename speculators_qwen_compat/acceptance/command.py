@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -46,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"tokens per reply (default {DEFAULT_MAX_TOKENS})")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help=f"requests in flight (default {DEFAULT_CONCURRENCY})")  # fmt: skip
-    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--json", default=None, help="also write the figures to this new file")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
 
 
@@ -57,6 +59,10 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.rows < 1 or args.max_tokens < 1 or args.concurrency < 1:
         raise CompatError("--rows, --max-tokens and --concurrency must be positive")
+    if args.json and Path(args.json).exists():
+        raise CompatError(f"--json {args.json} exists: remove it or name a new file")
+    if args.json and not Path(args.json).absolute().parent.is_dir():
+        raise CompatError(f"--json {args.json}: its folder does not exist")
     read = read_prompts(args.data, args.rows)
     if read.skipped:
         reasons = "; ".join(f"{n} {reason}" for reason, n in read.skipped.most_common())
@@ -69,19 +75,42 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 endpoint, read.prompts, args.model, args.max_tokens, args.concurrency,
                 tick=bar.tick, warn=bar.note,
             )  # fmt: skip
-        finally:
+        except CompatError:
             bar.close()
+            if results:  # the endpoints measured before it are kept
+                _report(args, read.prompts, results, out)
+            raise
+        bar.close()
+        for kind, counted in (("refused", result.skipped), ("failed", result.failed)):
+            if counted:
+                why = "; ".join(f"{n} {reason}" for reason, n in counted.most_common())
+                print(f"{result.endpoint}: {counted.total()} requests {kind}: {why}", file=err)
         results.append(result)
+    _report(args, read.prompts, results, out)
+    return 0
+
+
+def _report(args: argparse.Namespace, prompts: list, results: list[Result], out: TextIO) -> None:
     if args.json:
-        figures = {"rows": len(read.prompts), "max_tokens": args.max_tokens,
+        figures = {"rows": len(prompts), "max_tokens": args.max_tokens,
                    "endpoints": [as_json(r) for r in results]}  # fmt: skip
-        target = Path(args.json)
-        partial = target.with_name(target.name + ".partial")  # complete when it appears
-        partial.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-        partial.replace(target)
+        _write_new(Path(args.json), json.dumps(figures, indent=2) + "\n")
     if len(results) == 1 and results[0].increase is None:
         print(one_line(results[0]), file=out)
     else:
         print(table(results), file=out)
         print(OTHER_TRAFFIC, file=out)
-    return 0
+
+
+def _write_new(target: Path, text: str) -> None:
+    """Through a temporary name of its own beside ``target`` (two runs never share one), renamed
+    when complete: a reader never sees half a file."""
+    handle, partial = tempfile.mkstemp(dir=target.absolute().parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(partial, 0o644)
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise

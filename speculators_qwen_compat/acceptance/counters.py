@@ -1,8 +1,9 @@
 """vLLM's speculative-decoding counters from ``/metrics``, and what a run added to them.
 
 Why: they are cumulative since the server started and per engine (data parallel), so a run's
-figures are the increase, summed over engines; definitions are vLLM's (``v1/spec_decode/
-metrics.py``). Only the exact ``_total`` names are read: ``_created`` series are timestamps.
+figures are the increase, summed over engines of the served model; definitions are vLLM's
+(``v1/spec_decode/metrics.py``). ``_created`` timestamps (and the process's start time) are kept
+apart to tell a restart between two reads, which a counter's increase alone can hide.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ DRAFT_TOKENS = PREFIX + "draft_tokens_total"
 ACCEPTED = PREFIX + "accepted_tokens_total"
 PER_POSITION = PREFIX + "accepted_tokens_per_pos_total"
 RUNNING = "vllm:num_requests_running"
+STARTED = "process_start_time_seconds"
+_CREATED = tuple(name.removesuffix("_total") + "_created" for name in (DRAFTS, DRAFT_TOKENS,
+                 ACCEPTED, PER_POSITION))  # fmt: skip
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -31,6 +35,8 @@ class Snapshot:
     accepted_tokens: float = 0.0
     per_position: dict[int, float] = field(default_factory=dict)
     running: float = 0.0
+    #: ``_created`` series (name and labels -> timestamp) and process_start_time_seconds
+    created: dict[str, float] = field(default_factory=dict)
 
     @property
     def speculative(self) -> bool:
@@ -61,20 +67,26 @@ class Increase:
         return [accepted / self.drafts for accepted in self.per_position_accepted]
 
 
-def parse(text: str) -> Snapshot:
-    """The Prometheus text of ``/metrics`` -> a Snapshot (every engine's series summed)."""
+def parse(text: str, model: str | None = None) -> Snapshot:
+    """The Prometheus text of ``/metrics`` -> a Snapshot (every engine's series summed); with
+    ``model``, series whose ``model_name`` label names another model are left out."""
     snapshot = Snapshot()
     for line in text.splitlines():
         match = _SAMPLE.match(line)
         if match is None:  # comments (# HELP, # TYPE) and blank lines
             continue
         name, labels, raw = match.groups()
-        if name not in (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POSITION, RUNNING):
+        if name not in (DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POSITION, RUNNING, STARTED, *_CREATED):
+            continue
+        found = dict(_LABEL.findall(labels or ""))
+        if model is not None and found.get("model_name", model) != model:
             continue
         value = float(raw)
         if not math.isfinite(value):
             continue
-        if name == DRAFTS:
+        if name == STARTED or name in _CREATED:
+            snapshot.created[f"{name}{{{labels or ''}}}"] = value
+        elif name == DRAFTS:
             snapshot.drafts = (snapshot.drafts or 0.0) + value
         elif name == DRAFT_TOKENS:
             snapshot.draft_tokens += value
@@ -83,20 +95,25 @@ def parse(text: str) -> Snapshot:
         elif name == RUNNING:
             snapshot.running += value
         else:
-            position = int(dict(_LABEL.findall(labels or "")).get("position", "0"))
+            position = int(found.get("position", "0"))
             snapshot.per_position[position] = snapshot.per_position.get(position, 0.0) + value
     return snapshot
 
 
 def increase(before: Snapshot, after: Snapshot) -> Increase | None:
-    """``after`` - ``before``; None when the server has no speculative decoding. A counter
-    that went down means the server restarted in between: ValueError."""
+    """``after`` - ``before``; None when the server has no speculative decoding. A restart in
+    between (other creation or start times, counters that appeared or went down): ValueError."""
     if not after.speculative:
         return None
-    start = before if before.speculative else Snapshot(drafts=0.0)
+    if not before.speculative:
+        raise ValueError("its spec-decode counters appeared during the run: the server restarted")
+    if any(before.created[key] != value for key, value in after.created.items()
+           if key in before.created):  # fmt: skip
+        raise ValueError("its counters were created again during the run: the server restarted")
+    start = before
     positions = sorted(set(after.per_position) | set(start.per_position))
     steps = [
-        after.drafts - (start.drafts or 0.0),
+        (after.drafts or 0.0) - (start.drafts or 0.0),
         after.draft_tokens - start.draft_tokens,
         after.accepted_tokens - start.accepted_tokens,
         *(after.per_position.get(p, 0.0) - start.per_position.get(p, 0.0) for p in positions),

@@ -7,16 +7,15 @@ step's counts beside sending its outputs). Faults become one line (command.py).
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from speculators_qwen_compat.acceptance import counters
 from speculators_qwen_compat.acceptance.counters import Increase, Snapshot
 from speculators_qwen_compat.acceptance.prompts import Prompt
+from speculators_qwen_compat.acceptance.send import Sent, send_all
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.doctor.endpoint import HttpRefused, api_base, fetch, request_json
 
@@ -31,12 +30,14 @@ class Result:
 
     endpoint: str
     model: str
-    requests: int
+    requests: int  # answered
     completion_tokens: int
     seconds: float
     running_at_start: float
     increase: Increase | None  # None: no speculative decoding
     has_metrics: bool = True
+    skipped: Counter = field(default_factory=Counter)  # prompts refused, by reason
+    failed: Counter = field(default_factory=Counter)  # server faults of a live server, by kind
 
     @property
     def tokens_per_second(self) -> float:
@@ -62,22 +63,23 @@ def served_model(base: str, asked: str | None) -> str:
     return asked or listed[0]
 
 
-def read_metrics(base: str) -> Snapshot | None:
+def read_metrics(base: str, model: str) -> Snapshot | None:
     """The server's counters now; None when it has no /metrics (not vLLM's OpenAI server)."""
     root = base.removesuffix("/v1")
     try:
-        return counters.parse(fetch(root + "/metrics", timeout=30).decode(errors="replace"))
+        text = fetch(root + "/metrics", timeout=30).decode(errors="replace")
+        return counters.parse(text, model)
     except HttpRefused as exc:
         if exc.status == 404:
             return None
         raise
 
 
-def _settled(base: str) -> Snapshot | None:
-    last = read_metrics(base)
+def _settled(base: str, model: str) -> Snapshot | None:
+    last = read_metrics(base, model)
     for _ in range(SETTLE_READS):
         time.sleep(SETTLE_PAUSE)
-        now = read_metrics(base)
+        now = read_metrics(base, model)
         if now == last:
             break
         last = now
@@ -98,78 +100,43 @@ def measure(
     ``warn`` at once when the server is already running requests (they count too)."""
     base = api_base(endpoint)
     name = served_model(base, model)
-    before = read_metrics(base)
+    before = read_metrics(base, name)
     if before is not None and before.running:
         warn(
             f"warning: {base} was running {before.running:.0f} requests when the measurement "
             "started: other traffic counts in its figures"
         )
     start = time.monotonic()
-    tokens = _send_all(base, name, prompts, max_tokens, concurrency, tick, timeout)
+    sent = send_all(base, name, prompts, max_tokens, concurrency, tick, timeout)
     seconds = time.monotonic() - start
-    after = _settled(base) if before is not None else None
+    after = _settled(base, name) if before is not None else None
     try:
         added = None if before is None or after is None else counters.increase(before, after)
     except ValueError as exc:
         raise CompatError(f"the server at {base}: {exc}; measure again") from None
+    _measured_something(base, sent, added)
     return Result(
-        endpoint=base, model=name, requests=len(prompts), completion_tokens=tokens,
+        endpoint=base, model=name, requests=sent.answered, completion_tokens=sent.completion_tokens,
         seconds=seconds, running_at_start=before.running if before else 0.0, increase=added,
-        has_metrics=before is not None,
+        has_metrics=before is not None, skipped=sent.skipped, failed=sent.failed,
     )  # fmt: skip
 
 
-def _send_all(
-    base: str,
-    model: str,
-    prompts: list[Prompt],
-    max_tokens: int,
-    concurrency: int,
-    tick: Callable[[], None],
-    timeout: float,
-) -> int:
-    """Completion tokens of all answers; the first failure stops the run (raised here)."""
-    todo: queue.Queue[Prompt] = queue.Queue()
-    for prompt in prompts:
-        todo.put(prompt)
-    done: queue.Queue[int | BaseException] = queue.Queue()
-    stop = threading.Event()
-
-    def work() -> None:
-        while not stop.is_set():
-            try:
-                prompt = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                done.put(_complete(base, model, prompt, max_tokens, timeout))
-            except BaseException as exc:  # handed to the main thread
-                done.put(exc)
-
-    for _ in range(min(concurrency, len(prompts))):
-        threading.Thread(target=work, daemon=True).start()  # daemons: an error exits at once
-    total = 0
-    for _ in prompts:
-        answer = done.get()
-        if isinstance(answer, BaseException):
-            stop.set()
-            raise answer
-        total += answer
-        tick()
-    return total
-
-
-def _complete(base: str, model: str, prompt: Prompt, max_tokens: int, timeout: float) -> int:
-    body: dict[str, Any] = {
-        "model": model, "messages": prompt.messages, "max_tokens": max_tokens, "temperature": 0,
-    }  # fmt: skip
-    if prompt.tools:  # rendered as in training; "none": no tool parser needed on the server
-        body.update(tools=prompt.tools, tool_choice="none")
-    try:
-        reply = request_json(base + "/chat/completions", body, timeout=timeout)
-    except HttpRefused as exc:
+def _measured_something(base: str, sent: Sent, added: Increase | None) -> None:
+    """A run that measured nothing is an error, not a column of zeros."""
+    if not sent.answered:
+        why = "; ".join(f"{n} {reason}" for reason, n in (sent.skipped + sent.failed).items())
         raise CompatError(
-            f"the server refused the request for {prompt.source} ({exc}); fix that row or leave "
-            "it out of --data, or check the server's log"
-        ) from None
-    return int((reply.get("usage") or {}).get("completion_tokens") or 0)
+            f"the server at {base} answered none of the requests ({why}): check the server's log; "
+            "a refused row is one to fix or leave out of --data"
+        )
+    if not sent.completion_tokens:
+        raise CompatError(
+            f"the server at {base} answered without usage (completion_tokens): no tokens/s; "
+            "is it vLLM's OpenAI server?"
+        )
+    if added is not None and not added.drafts:
+        raise CompatError(
+            f"the server at {base} has speculative decoding but drafted nothing during the run "
+            "(vllm:spec_decode_num_drafts_total did not increase): check its speculative config"
+        )

@@ -22,6 +22,8 @@ def as_json(result: Result) -> dict[str, Any]:
         "endpoint": result.endpoint,
         "model": result.model,
         "requests": result.requests,
+        "refused": dict(result.skipped),
+        "failed": result.failed.total(),
         "completion_tokens": result.completion_tokens,
         "drafts": added.drafts if added else None,
         "draft_tokens": added.draft_tokens if added else None,
@@ -43,16 +45,22 @@ def _why_not(result: Result) -> str:
 def one_line(result: Result) -> str:
     """A lone endpoint without speculative decoding."""
     return (
-        f"{result.endpoint}: {_why_not(result)}: {result.requests} requests, "
+        f"{result.endpoint}: {_why_not(result)}: {result.requests} requests{_lost(result)}, "
         f"{result.completion_tokens} tokens in {result.seconds:.1f} s, "
         f"{result.tokens_per_second:.1f} tokens/s"
     )
 
 
+def _lost(result: Result) -> str:
+    refused, failed = result.skipped.total(), result.failed.total()
+    return (f" ({refused} refused)" if refused else "") + (f" ({failed} failed)" if failed else "")
+
+
 def _cells(result: Result, positions: int) -> list[str]:
     added = result.increase
     plain = [
-        result.model, str(result.requests), str(result.completion_tokens),
+        result.model, str(result.requests), str(result.skipped.total()),
+        str(result.failed.total()), str(result.completion_tokens),
         f"{result.seconds:.1f}", f"{result.tokens_per_second:.1f}",
     ]  # fmt: skip
     if added is None:
@@ -73,8 +81,9 @@ def table(results: list[Result]) -> str:
     positions = max((len(r.increase.per_position_accepted) for r in results if r.increase),
                     default=0)  # fmt: skip
     names = [
-        "model", "requests", "completion tokens", "seconds", "tokens/s", "drafts",
-        "draft tokens", "accepted tokens", "acceptance rate", "mean acceptance length",
+        "model", "requests", "refused requests", "failed requests", "completion tokens",
+        "seconds", "tokens/s", "drafts", "draft tokens", "accepted tokens", "acceptance rate",
+        "mean acceptance length",
         *(f"accepted at position {i}" for i in range(positions)),
     ]  # fmt: skip
     columns = [[r.endpoint, *_cells(r, positions)] for r in results]

@@ -1,9 +1,8 @@
 """vLLM's speculative-decoding counters from ``/metrics``, and what a run added to them.
 
-Why: they are cumulative since the server started and per engine (data parallel), so a run's
-figures are the increase, summed over engines of the served model; definitions are vLLM's
-(``v1/spec_decode/metrics.py``). ``_created`` timestamps (and the process's start time) are kept
-apart to tell a restart between two reads, which a counter's increase alone can hide.
+Why: they are cumulative since the server started and per engine, so a run's figures are the
+increase, summed over the served model's engines (vLLM's definitions). ``_created`` timestamps
+and the process's start time tell a restart between two reads, which an increase can hide.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -167,11 +168,14 @@ def _acceptance(stage: Stage, server: Any) -> dict[str, Any]:
     served = swap_for(stage.model, stage.work, stage.data, server.url)
     served.paths["heldout.jsonl"] = heldout
     (command,) = readme_path.command("acceptance", served)
+    # a folder per measurement: --json never replaces an earlier run's file (the EAGLE-3 and
+    # DFlash steps each write acceptance.json, as a user measuring twice names a new one)
+    where = Path(tempfile.mkdtemp(prefix="acceptance-", dir=stage.work))
     before = spec_counters(server.url)
-    done = execute(command, stage.work)
+    done = execute(command, where)
     after = spec_counters(server.url)
     assert done.returncode == 0, done.stdout + done.stderr
-    (figures,) = json.loads((stage.work / "acceptance.json").read_text())["endpoints"]
+    (figures,) = json.loads((where / "acceptance.json").read_text())["endpoints"]
     for name in ("drafts", "draft_tokens", "accepted_tokens"):
         assert figures[name] == after[name] - before[name], (name, figures, before, after)
     added = [after["per_position"][p] - before["per_position"].get(p, 0)

@@ -51,7 +51,7 @@ def chat_data(verifier: Path, arm: Path, size: dict) -> Path:
     """The prompts, the placeholder conversations and the held-out chat rows (once)."""
     chat = arm / CHAT
     if not (chat / "data.json").is_file():
-        numbers = [size["train"], size["heldout"], size["prompt"], size["new"]]
+        numbers = [size["train"], size["heldout"], size["new"]]
         command = [str(RELEASE_PYTHON), RELEASE, str(ROOT / "bench" / "acceptance_chat.py"),
                    "prompts", str(verifier), str(chat), *map(str, numbers)]  # fmt: skip
         out = run(command, arm / "logs" / "chat-prompts.log", release_env(True))

@@ -6,8 +6,9 @@ model): ``VERIFIER DRAFTER|none PROMPTS STEPS [METHOD]`` prints one JSON object.
 serves the verifier in bf16, eager, with ``speculative_config={"method": METHOD (eagle3 or
 dflash), "model": DRAFTER, "num_speculative_tokens": STEPS}`` (the drafter folder as given),
 or without speculation for ``none``; greedy decoding of the held-out prompts (token ids, no
-detokenisation: the tiny tokenizer does not cover the whole vocabulary), as many new tokens as
-bench/acceptance_data.py's continuations. Counters are vLLM's own totals from
+detokenisation: the tiny tokenizer does not cover the whole vocabulary), each as many new tokens
+as its continuation in bench/acceptance_data.py (the verifier's reply, to ``<|im_end|>``).
+Counters are vLLM's own totals from
 ``llm.get_metrics()`` (the "SpecDecoding metrics" log line is an interval snapshot):
 ``vllm:spec_decode_num_drafts``, ``..._num_draft_tokens``, ``..._num_accepted_tokens``,
 ``..._num_accepted_tokens_per_pos``. The output token ids are printed too, so the caller can
@@ -45,7 +46,6 @@ def main(verifier: str, drafter: str, prompts_path: Path, steps: int, method: st
     from vllm.inputs import TokensPrompt
 
     served = json.loads(prompts_path.read_text())
-    new_tokens = len(served["continuations"][0])
     speculative = None
     if drafter != "none":
         speculative = {"method": method, "model": drafter, "num_speculative_tokens": steps}
@@ -58,9 +58,10 @@ def main(verifier: str, drafter: str, prompts_path: Path, steps: int, method: st
     except Exception as exc:  # a drafter vLLM will not load: a result, not a fault of the bench
         print("ACCEPTANCE " + json.dumps({"refused": f"{type(exc).__name__}: {exc}"}), flush=True)
         return
-    params = SamplingParams(
-        temperature=0.0, max_tokens=new_tokens, ignore_eos=True, detokenize=False
-    )
+    params = [
+        SamplingParams(temperature=0.0, max_tokens=len(reply), ignore_eos=True, detokenize=False)
+        for reply in served["continuations"]
+    ]
     prompts = [TokensPrompt(prompt_token_ids=ids) for ids in served["prompts"]]
     outputs = llm.generate(prompts, params, use_tqdm=False)
     result = counters(llm.get_metrics())

@@ -62,6 +62,7 @@ def _train(kind: str, folder: Path, logs: Path) -> None:
     # while training leaves no training.json (trained anew), one killed while checking is
     # checked again without training
     built = folder.with_name(f".{folder.name}.trained")
+    CACHE.mkdir(parents=True, exist_ok=True)
     if not (built / "training.json").is_file():
         shutil.rmtree(built, ignore_errors=True)
         if kind == COMPOSITE:

@@ -157,12 +157,16 @@ def main(kind: str, dest: Path) -> None:
         losses.append(loss.item())
         if step % 50 == 0:
             seconds = time.monotonic() - started
-            print(f"step {step}: loss {sum(losses[-50:]) / 50:.3f} ({seconds:.0f}s)", flush=True)
+            print(
+                f"step {step}: loss {sum(losses[-50:]) / 50:.3f} ({seconds:.0f}s)",
+                file=sys.stderr,
+                flush=True,
+            )
         if step % EVAL_EVERY == 0:
             result = evaluate(model, prompts, replies, stop)
             mean = sum(losses[-EVAL_EVERY:]) / EVAL_EVERY
             print(f"step {step}: loss {mean:.3f}, correct {result['correct']:.2f}, bf16 agrees "
-                  f"{result['bf16_agrees']:.2f}", flush=True)  # fmt: skip
+                  f"{result['bf16_agrees']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
             if result["correct"] >= GOAL_CORRECT and result["bf16_agrees"] >= GOAL_AGREE:
                 break
     model.eval().to(torch.bfloat16).save_pretrained(dest)

@@ -136,12 +136,13 @@ bench: install tools-venv release-0.5.0 release-0.9.0 vllm vocab specforge
 	$(MAKE) bench-hub-memory
 	$(MAKE) bench-acceptance
 
-# Drafters trained through upstream's trainer on CPU with the fixes off and on, judged against
-# the verifier (and by vLLM's own acceptance counters), and the same drafter trained on
-# placeholder replies vs replies the verifier regenerated (bench/acceptance_onpolicy.py):
-# bench/acceptance.py; writes its section of bench/RESULTS.md (after run_bench.py rewrote the
+# Drafters trained through upstream's trainer on CPU with the fixes off and on, on tiny verifiers
+# trained here once per machine (bench/verifier.py, kept in $(VENVS)/verifiers by their recipe's
+# hash: about 30 minutes the first time), judged by vLLM's own acceptance counters; the on-policy
+# arm, the mis-scaled drafter fine-tuned, and the acceptance command on the served drafter:
+# bench/acceptance.py; writes its sections of bench/RESULTS.md (after run_bench.py rewrote the
 # file) and docs/training.md.
-bench-acceptance: install tools-venv release-0.8.1 release-0.9.0 vllm
+bench-acceptance: install install-vision tools-venv release-0.8.1 release-0.9.0 vllm
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VENVS)/tools/bin/python \
 		bench/acceptance.py
 

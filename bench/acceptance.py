@@ -60,6 +60,7 @@ sys.path.append(str(ROOT / "tools"))  # doc_block
 sys.path.append(str(ROOT))  # speculators_qwen_compat.training.served_drafter (pure Python)
 
 import acceptance_onpolicy  # noqa: E402
+import acceptance_served  # noqa: E402
 import acceptance_states  # noqa: E402
 import cpu_trainer  # noqa: E402
 import doc_block  # noqa: E402
@@ -597,6 +598,15 @@ def main(argv: list[str]) -> int:
         results = [futures[c].result() for c in picked]
         if arm_future is not None:
             results += arm_future.result()
+        served = None
+        if CASES[0] in picked:  # the user's view of the first case's fixed drafter
+            first = futures[CASES[0]].result()
+            composite = bench_verifier.trained(bench_verifier.COMPOSITE, work / "logs")
+            heldout = data[CASES[0].verifier] / "heldout.jsonl"
+            served = acceptance_served.measure(
+                composite, first["on"]["checkpoint"], CASES[0].steps, heldout, work
+            )
+            print(served["table"], flush=True)
         tuned = None
         if finetune:
             tuned = run_finetune(futures[CASES[0]].result(), data[CASES[0].verifier], work, size)
@@ -607,6 +617,8 @@ def main(argv: list[str]) -> int:
     closing = note(size, minutes, args.quick, kinds, work)
     if others:
         blocks[BLOCK] = table(others) + "\n\n" + closing
+        if served is not None:
+            blocks[BLOCK] = served_table(served) + "\n\n" + blocks[BLOCK]
         if arm:
             blocks[BLOCK] += " " + acceptance_onpolicy.describe(size)
     if on_vllm_states:
@@ -629,6 +641,23 @@ def main(argv: list[str]) -> int:
         doc_block.write(DOC, name, body)
     print(f"\nwrote {', '.join(blocks)} in {RESULTS} and {DOC}")
     return 0
+
+
+def served_table(served: dict) -> str:
+    """The acceptance command's figures on the served composite verifier and drafter."""
+    rates = ", ".join(pct(x) for x in served["per_position"])
+    return "\n".join([
+        f"| `speculators-qwen-compat acceptance` on vLLM serving the trained composite Qwen3.6 "
+        f"class with the fixes-on drafter of \"{CASES[0].name}\" | |",
+        "|---|---|",
+        f"| requests, completion tokens | {served['requests']}, {served['completion_tokens']:,} |",
+        f"| vLLM acceptance rate | {pct(served['acceptance_rate'])} |",
+        f"| vLLM mean acceptance length (1 + accepted / drafts) | "
+        f"{served['mean_acceptance_length']:.2f} |",
+        f"| vLLM per-position acceptance rate | {rates} |",
+        "| every figure = the increase of /metrics around the run (Prometheus' parser) | "
+        f"{'yes' if served['equals_counters'] else 'NO'} |",
+    ])  # fmt: skip
 
 
 def finetune_note(r: dict, closing: str) -> str:

@@ -15,7 +15,8 @@ float32, to ``<|im_end|>``, at most NEW tokens). Writes, in speculators' offline
 - ``OUT/heldout.pt``: the held-out rows with transformers' states and the verifier's greedy
   token at every position (verifier_text.VerifierStates) and each row's prompt length, the
   oracle of the evaluation;
-  ``OUT/heldout_prompts.json``: their prompts and greedy replies as token ids (for vLLM).
+  ``OUT/heldout_prompts.json``: their prompts and greedy replies as token ids (for vLLM);
+  ``OUT/heldout.jsonl``: the held-out conversations (OpenAI ``messages``), for the command.
 """
 
 from __future__ import annotations
@@ -94,12 +95,11 @@ def greedy_replies(model, prompts: list[list[int]], stop: int, new: int) -> list
     return [replies[i] for i in range(len(prompts))]
 
 
-def chat_prompts(tokenizer, count: int, seed: int) -> list[list[int]]:
-    """``count`` prompts of bench/verifier_corpus.py (drawn with ``seed``) as token ids: each
-    conversation before its last assistant turn, in the chat template with the generation
-    prompt (what vLLM's chat endpoint renders)."""
+def chat_prompts(tokenizer, conversations: list[dict]) -> list[list[int]]:
+    """Each conversation before its last assistant turn as token ids, in the chat template
+    with the generation prompt (what vLLM's chat endpoint renders)."""
     ids = []
-    for conversation in verifier_corpus.conversations(count, seed):
+    for conversation in conversations:
         prompt, _ = verifier_corpus.prompt_and_reply(conversation)
         text = tokenizer.apply_chat_template(
             prompt["messages"], tokenize=False, add_generation_prompt=True
@@ -122,7 +122,11 @@ def main(verifier: Path, out: Path, train: int, heldout: int, new: int) -> None:
     norm = model.model.norm
     tokenizer = AutoTokenizer.from_pretrained(str(verifier))
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    prompts = chat_prompts(tokenizer, train + heldout, SEED)
+    conversations = verifier_corpus.conversations(train + heldout, SEED)
+    prompts = chat_prompts(tokenizer, conversations)
+    # the held-out conversations as users hand them to `speculators-qwen-compat acceptance`
+    with (out / "heldout.jsonl").open("w", encoding="utf-8") as sink:
+        sink.writelines(json.dumps(c) + "\n" for c in conversations[train:])
     replies = greedy_replies(model, prompts, stop, new)
     rows = []
     for prompt, reply in zip(prompts, replies, strict=True):

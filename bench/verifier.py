@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -24,7 +25,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 import vllm_server  # noqa: E402
 from acceptance_run import ONE_SERVER, RELEASE_PYTHON, fail, release_env, run  # noqa: E402
 
-CACHE = vllm_server.VENVS / "verifiers"
+#: VERIFIER_SMOKE_STEPS (bench/verifier_train.py) cuts training to test the bench's plumbing:
+#: such verifiers are kept apart and the goal is not enforced on them
+SMOKE = bool(os.environ.get("VERIFIER_SMOKE_STEPS"))
+CACHE = vllm_server.VENVS / ("verifiers-smoke" if SMOKE else "verifiers")
 RELEASE = "0.9.0"  # whose transformers trains them (bench/acceptance.py DATA_RELEASE)
 DENSE, MOE, COMPOSITE = "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5"
 #: one training per kind at a time in this process (the bench's cases ask side by side)
@@ -75,7 +79,7 @@ def _train(kind: str, folder: Path, logs: Path) -> None:
                        kind, str(built)]  # fmt: skip
         run(command, logs / f"verifier-{kind}.log", release_env(True))
     check = vllm_check(built, kind, logs)
-    if check["agrees"] < GOAL:
+    if check["agrees"] < GOAL and not SMOKE:
         fail(f"vLLM's bf16 text equals transformers' float32 text on {check['agrees']:.0%} "
              f"of the held-out prompts for the trained {kind} verifier ({built}), under the "
              f"{GOAL:.0%} goal: train it longer (bench/verifier_train.py)")  # fmt: skip

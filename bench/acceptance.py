@@ -86,8 +86,8 @@ LAST_LAYER = 8  # tests/pipeline/models.py NUM_LAYERS: its pre-norm output is st
 KEYS = ("off", "on")
 HEADERS = ("fixes off (upstream)", "fixes on")
 #: Conversations of verifier text (training, held-out), reply tokens at most, epochs, packing.
-FULL = {"train": 960, "heldout": 48, "new": 64, "epochs": 4, "seq_len": 512}
-QUICK = {"train": 240, "heldout": 24, "new": 64, "epochs": 2, "seq_len": 512}
+FULL = {"train": 480, "heldout": 48, "new": 64, "epochs": 4, "seq_len": 512}
+QUICK = {"train": 160, "heldout": 16, "new": 64, "epochs": 2, "seq_len": 512}
 DATA_RELEASE = "0.9.0"  # whose transformers builds the verifiers and their data
 
 

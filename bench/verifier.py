@@ -92,7 +92,7 @@ def vllm_check(folder: Path, kind: str, logs: Path) -> dict:
     command = [str(vllm_server.VLLM_PYTHON), str(ROOT / "bench" / "verifier_check.py"),
                str(folder)]  # fmt: skip
     with ONE_SERVER, tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
-        env = vllm_server.vllm_env(Path(scratch), torchvision=kind == COMPOSITE)
+        env = vllm_server.vllm_env(Path(scratch), torchvision=True)  # qwen3_5 imports qwen3_vl
         out = run(command, logs / f"verifier-check-{kind}.log", env)
     line = next((x for x in out.splitlines() if x.startswith("VERIFIER ")), None)
     if line is None:

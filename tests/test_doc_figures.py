@@ -94,7 +94,7 @@ PAGES = {
     "README.md": (),
     "docs/faults.md": (),
     "docs/formats.md": (),
-    "docs/training.md": ("acceptance",),
+    "docs/training.md": ("acceptance", "acceptance-vllm-states", "acceptance-finetune"),
     "docs/images.md": (),
     "docs/pipeline-on-cpu.md": (),
     "docs/regenerate-responses.md": ("regen-figures",),

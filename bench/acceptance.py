@@ -142,8 +142,14 @@ def make_data(verifier: str, work: Path, size: dict, vllm_states: bool = False) 
     kind (both releases read the same files); with ``vllm_states``, the training rows' states as
     vLLM extracts them too."""
     out = work / f"data-{verifier}"
-    if not (out / "data.json").is_file():
-        trained = bench_verifier.trained(verifier, work / "logs")
+    trained = bench_verifier.trained(verifier, work / "logs")
+    made = json.loads((out / "data.json").read_text()) if (out / "data.json").is_file() else {}
+    wanted = {"verifier": str(trained), "train": size["train"], "heldout": size["heldout"],
+              "new": size["new"]}  # fmt: skip
+    if {k: made.get(k) for k in wanted} != wanted:
+        # another verifier's or size's data (the on-policy arm's too): made anew
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(work / "onpolicy", ignore_errors=True)
         numbers = [size["train"], size["heldout"], size["new"]]
         command = [str(RELEASE_PYTHON), DATA_RELEASE, str(ROOT / "bench" / "acceptance_data.py"),
                    str(trained), str(out), *map(str, numbers)]  # fmt: skip

@@ -55,6 +55,7 @@ SETTINGS = {
     "32 KB": ("speculators_qwen_compat/regenerate/loop.py", "THREAD_RENDER_BYTES = 32 * 1024"),
     "160 KB": ("bench/regen_bad_day.py", '"size=160k"'),
     "16 KB": ("speculators_qwen_compat/regenerate/tally.py", "REPORT_ROOM = 16 * 1024"),
+    "90%": ("bench/verifier.py", "GOAL = 0.9"),
 }
 
 

@@ -1,43 +1,40 @@
 """``make bench-acceptance``: does a drafter trained with the fixes predict its verifier better?
 
 Target: speculators 0.9.0 and 0.8.1 (their own ``python -m speculators.train``, on CPU through
-the test-only shim tests/cpu_trainer.py), tiny Qwen3.5 verifiers; why: the fixes change the
-targets a drafter learns from (docs/training.md), and loss curves cannot show it (a run on flat
-targets reports the lower loss). For each case the same drafter is trained twice, same data,
-seed and steps: fixes off (``SPECULATORS_QWEN_COMPAT=0 python -m speculators.train``: upstream as
-shipped) and on (``python -m speculators_qwen_compat.train``), then judged on held-out text the
-verifier wrote itself against the verifier's greedy tokens (transformers' float32 forward):
+the test-only shim tests/cpu_trainer.py), tiny Qwen3.5 verifiers trained here on a learnable chat
+corpus (bench/verifier.py: once per machine); why: the fixes change the targets a drafter learns
+from (docs/training.md), and loss curves cannot show it. For each case the same drafter is trained
+twice, same data, seed and steps: fixes off (``SPECULATORS_QWEN_COMPAT=0 python -m
+speculators.train``: upstream as shipped) and on (``python -m speculators_qwen_compat.train``),
+then judged on held-out replies the verifier wrote itself:
 
-1. bench/acceptance_data.py: the verifier, its text, offline hidden states (once per verifier);
-   for the cases on vLLM's states, bench/acceptance_states.py: the same training rows' states as
-   ``generate-offline-data`` gets them from vLLM serving the verifier in bf16 (what users train
-   on, and the verifier vLLM serves in step 4);
+1. bench/acceptance_data.py: the corpus's prompts, the verifier's replies, offline hidden states
+   (once per verifier); for the cases on vLLM's states, bench/acceptance_states.py: the same
+   rows' states as ``generate-offline-data`` gets them from vLLM serving the verifier in bf16;
 2. training, ``--hidden-states-dtype float32`` (bf16 autocast is ~10x slower on CPU);
 3. bench/acceptance_eval.py: targets' agreement, the drafter's top-1 agreement at each
-   speculative step, mean accepted length (offline: every position of the held-out text);
+   speculative step, mean accepted length (offline: every position of the held-out replies);
 4. bench/acceptance_vllm.py: vLLM 0.32 on CPU serves the verifier with each drafter as the
    trainer saved it (``eagle3``, ``dflash``); vLLM's own counters (it drafts only where its
-   schedule lands: after the accepted tokens and the verifier's correction). A folder vLLM
-   refuses (upstream's DFlash keeps the verifier's ``mrope_section``: "does not support M-RoPE
-   yet") is recorded as refused and counted on a copy without the M-RoPE keys (what the
-   served_rope fix saves), so the off/on comparison still shows the verifier_norm fix.
+   schedule lands). A folder vLLM refuses (upstream's DFlash keeps the verifier's
+   ``mrope_section``) is recorded as refused and counted on a copy without the M-RoPE keys (what
+   the served_rope fix saves), so the off/on comparison still shows the verifier_norm fix.
 
-Cases: EAGLE-3 on the dense verifier (``Qwen3_5ForCausalLM``; 0.9.0), DFlash on the MoE verifier
-(``Qwen3_5MoeForCausalLM``; 0.9.0, whose norm-type list lacks ``qwen3_5_moe``, and 0.8.1, which
-builds ``Qwen3RMSNorm``) and on the dense one (0.9.0), each on transformers' float32 states; the
-same DFlash cases on vLLM's states (dense 0.8.1 too). Prints the table and writes it between
-the acceptance markers of docs/training.md and bench/RESULTS.md. ``--quick`` is a few-minute
-smoke run of the same steps.
-
-The on-policy arm (``ARM``, bench/acceptance_onpolicy.py; ``--cases onpolicy``): the first
-case's drafter, fixes on, trained on the same prompts with the placeholder replies users write
-and with the replies ``speculators regenerate-responses`` got from vLLM serving the verifier,
-judged the same way on held-out prompts in the chat template; its own table.
+Cases (``CASES``): EAGLE-3 on the dense verifier (0.9.0), DFlash on the MoE verifier (0.9.0,
+whose norm-type list lacks ``qwen3_5_moe``) and on the dense one (0.9.0: off and on are one
+drafter), on transformers' float32 states; MoE DFlash on vLLM's states (0.9.0 and 0.8.1, which
+builds ``Qwen3RMSNorm``). Then the on-policy arm (``ARM``, bench/acceptance_onpolicy.py:
+placeholder vs regenerated replies), the fine-tune arm (the first case's fixes-off drafter
+fine-tuned with the fixes on, ``--from-pretrained``) and the user's view (bench/
+acceptance_served.py: the acceptance command on the served composite verifier). Writes the
+tables between the markers of docs/training.md and bench/RESULTS.md. ``--quick``: cases 1 and
+2 at small sizes, printed only.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -89,6 +86,11 @@ HEADERS = ("fixes off (upstream)", "fixes on")
 FULL = {"train": 480, "heldout": 48, "new": 64, "epochs": 4, "seq_len": 512}
 QUICK = {"train": 160, "heldout": 16, "new": 64, "epochs": 2, "seq_len": 512}
 DATA_RELEASE = "0.9.0"  # whose transformers builds the verifiers and their data
+#: the scripts that make a verifier's data (and the arm's): data made by others is made anew
+DATA_SCRIPTS_HASH = hashlib.sha256(b"".join(
+    (ROOT / "bench" / name).read_bytes()
+    for name in ("acceptance_data.py", "acceptance_chat.py", "verifier_corpus.py")
+)).hexdigest()[:12]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def make_data(verifier: str, work: Path, size: dict, vllm_states: bool = False) 
     trained = bench_verifier.trained(verifier, work / "logs")
     made = json.loads((out / "data.json").read_text()) if (out / "data.json").is_file() else {}
     wanted = {"verifier": str(trained), "train": size["train"], "heldout": size["heldout"],
-              "new": size["new"]}  # fmt: skip
+              "new": size["new"], "made_by": DATA_SCRIPTS_HASH}  # fmt: skip
     if {k: made.get(k) for k in wanted} != wanted:
         # another verifier's or size's data (the on-policy arm's too): made anew
         shutil.rmtree(out, ignore_errors=True)
@@ -154,6 +156,8 @@ def make_data(verifier: str, work: Path, size: dict, vllm_states: bool = False) 
         command = [str(RELEASE_PYTHON), DATA_RELEASE, str(ROOT / "bench" / "acceptance_data.py"),
                    str(trained), str(out), *map(str, numbers)]  # fmt: skip
         run(command, work / "logs" / f"{out.name}.log", release_env(True))
+        made = json.loads((out / "data.json").read_text())
+        (out / "data.json").write_text(json.dumps({**made, "made_by": DATA_SCRIPTS_HASH}))
     if vllm_states:
         layer_ids = [*map(int, AUX_LAYERS), LAST_LAYER]
         acceptance_states.vllm_states(out, work, layer_ids)
@@ -179,6 +183,7 @@ def train(
         source = source or data / acceptance_states.FOLDER
     save, metrics = work / f"ckpt-{label}", work / f"metrics-{label}.jsonl"
     metrics.unlink(missing_ok=True)
+    shutil.rmtree(save, ignore_errors=True)  # an earlier run's epochs would be judged as this one's
     module = "speculators_qwen_compat.train" if fixes else "speculators.train"
     # a fine-tune takes its layers from the folder: upstream refuses --num-layers beside it
     layers = () if FROM_PRETRAINED in extra else ("--num-layers", "1")
@@ -234,6 +239,7 @@ def serve(data: Path, drafter: Path | None, steps: int, work: Path, method: str 
 
 #: one no-speculation run per verifier's data, whichever case asks first
 _BASELINES: dict[Path, threading.Lock] = defaultdict(threading.Lock)
+_TEACHERS: dict[Path, threading.Lock] = defaultdict(threading.Lock)
 
 
 def without_speculation(data: Path, work: Path) -> dict:
@@ -250,11 +256,13 @@ def verifier_agreement(data: Path, work: Path) -> dict:
     """Teacher-forced, how often vLLM's bf16 verifier's top-1 is the token of the held-out text
     (bench/acceptance_teacher.py); once per verifier (kept beside its data)."""
     kept = data / "vllm_teacher.json"
-    if kept.is_file():
-        return json.loads(kept.read_text())
-    command = [str(vllm_server.VLLM_PYTHON), str(ROOT / "bench" / "acceptance_teacher.py"),
-               str((data / "verifier").resolve()), str(data / "heldout_prompts.json")]  # fmt: skip
-    kept.write_text(run_in_vllm(command, work / "logs" / f"teacher-{data.name}.log", "TEACHER"))
+    with _TEACHERS[data]:  # the cases on one verifier's data ask side by side
+        if not kept.is_file():
+            script = ROOT / "bench" / "acceptance_teacher.py"
+            verifier, prompts = (data / "verifier").resolve(), data / "heldout_prompts.json"
+            command = [str(vllm_server.VLLM_PYTHON), str(script), str(verifier), str(prompts)]
+            log = work / "logs" / f"teacher-{data.name}.log"
+            kept.write_text(run_in_vllm(command, log, "TEACHER"))
     return json.loads(kept.read_text())
 
 
@@ -417,7 +425,8 @@ def table(results: list[dict]) -> str:
                 f"{von['drafted']:,}, {von['accepted']:,} |",
                 f"| vLLM greedy output = without speculation (rows) | {voff['unchanged']}/"
                 f"{voff['rows']} | {von['unchanged']}/{von['rows']} |",
-                f"| the same, tokens before the first difference (mean of {voff['new']}; bf16: "
+                "| the same, tokens before the first difference (mean over rows, replies of at "
+                f"most {voff['new']} tokens; bf16: "
                 "a draft's verification batches tokens, so rounding differs from one-token "
                 f"steps and near-tied logits flip) | {voff['same_prefix']:.1f} "
                 f"| {von['same_prefix']:.1f} |",

@@ -15,8 +15,8 @@ drafter on each and judges both on the same held-out chat prompts):
    (tests/vllm_server.py ``serve_generation``) and our ``regenerate-responses`` (``python -m
    speculators_qwen_compat.regenerate_responses``, upstream's command with the fixes on, as the
    README tells users to run it) replaces each reply with the verifier's greedy one, thinking off
-   (a random model never closes its thinking: with it on, every reply would be reasoning cut at
-   --max-tokens), at most NEW tokens; the server is stopped before anything else runs;
+   (as the held-out prompts are rendered), at most NEW tokens; the server is stopped before
+   anything else runs;
 3. each through ``python -m speculators_qwen_compat.prepare_data`` (fixes on), then
    bench/acceptance_chat.py ``states``: transformers' float32 hidden states, as the cases'.
 
@@ -130,14 +130,13 @@ def build(verifier: Path, work: Path, size: dict) -> tuple[Path, dict[str, dict]
 def describe(size: dict) -> str:
     """The arm's part of the bench's closing note."""
     return (
-        f"Placeholder vs regenerated: {size['train']} training prompts (the same random-token "
-        "prompts decoded to text, as user turns) with the placeholder replies users write "
-        "('OK.', 'Sure.', 'Got it.'), or with the replies our `regenerate-responses` "
-        f"(speculators {RELEASE}'s command, fixes on) got from vLLM serving the verifier (greedy, "
-        f"thinking off, at most {size['new']} tokens); each through prepare_data (fixes on) and "
-        "the verifier's states, the same drafter trained on each with the fixes on (the same "
-        "epochs; the second table: the regenerated set trained for the placeholder's number of "
-        "steps, `--max-steps`); judged on "
-        f"{size['heldout']} held-out prompts in the chat template (thinking off) continued by "
-        f"{size['new']} greedy tokens of the verifier, offline and by vLLM as above."
+        f"Placeholder vs regenerated: {size['train']} one-turn prompts of the verifier's corpus "
+        "(other draws) with the placeholder replies users write ('OK.', 'Sure.', 'Got it.'), or "
+        "with the replies our `regenerate-responses` (speculators "
+        f"{RELEASE}'s command, fixes on) got from vLLM serving the verifier (greedy, thinking off, "
+        f"at most {size['new']} tokens); each through prepare_data (fixes on) and the verifier's "
+        "states, the same drafter trained on each with the fixes on (the same epochs; the second "
+        "table: the regenerated set trained for the placeholder's number of steps, "
+        f"`--max-steps`); judged on {size['heldout']} held-out prompts in the chat template "
+        "(thinking off) continued by the verifier's greedy replies, offline and by vLLM as above."
     )

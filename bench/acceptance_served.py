@@ -44,6 +44,19 @@ def measure(verifier: Path, drafter: Path, steps: int, heldout: Path, work: Path
     added = {name: after[name] - before[name] for name in FIGURES}
     positions = sorted(after["per_position"], key=int)
     per_position = [after["per_position"][p] - before["per_position"].get(p, 0) for p in positions]
+    drafts = added["drafts"]
+    derived = {  # vLLM's own definitions, from the oracle's counts
+        "acceptance_rate": added["accepted_tokens"] / added["draft_tokens"],
+        "mean_acceptance_length": 1 + added["accepted_tokens"] / drafts,
+        "per_position": [n / drafts for n in per_position],
+    }
     equal = all(figures[name] == added[name] for name in FIGURES)
     equal = equal and figures["per_position_accepted"] == per_position
+    equal = equal and all(_close(figures[name], value) for name, value in derived.items())
     return {**figures, "equals_counters": equal, "table": printed.strip()}
+
+
+def _close(ours: float | list[float], oracle: float | list[float]) -> bool:
+    if isinstance(oracle, list):
+        return len(ours) == len(oracle) and all(map(_close, ours, oracle))
+    return abs(ours - oracle) <= 1e-9 * max(1.0, abs(oracle))

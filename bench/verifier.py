@@ -8,6 +8,7 @@ prompts). Kept in ``$VENVS/verifiers/KIND-HASH``; the hash covers every file the
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -38,7 +39,9 @@ GOAL = 0.9
 #: what the recipe reads: a change to any of them trains anew
 RECIPE = (
     "bench/verifier_train.py", "bench/verifier_corpus.py", "bench/verifier_check.py",
-    "tests/tiny_checkpoints.py", "tests/pipeline/models.py",
+    "tests/tiny_checkpoints.py", "tests/pipeline/models.py", "tests/verifier_text.py",
+    "speculators_qwen_compat/demo/__init__.py",
+    "speculators_qwen_compat/demo/strict_chat_template.jinja",
     "speculators_qwen_compat/demo/tiny-qwen36/tokenizer.json",
     "speculators_qwen_compat/demo/tiny-qwen36/tokenizer_config.json",
     "speculators_qwen_compat/demo/tiny-qwen36/chat_template.jinja",
@@ -55,7 +58,11 @@ def recipe_hash(kind: str) -> str:
 def trained(kind: str, logs: Path) -> Path:
     """The verifier ``kind``, trained and checked (once: a later call finds it by its hash)."""
     folder = CACHE / f"{kind}-{recipe_hash(kind)}"
-    with _TRAINING[kind]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # one training per kind: threads of this run by a lock, other runs on the machine by a
+    # file lock (the second waits, then finds the verifier the first kept)
+    with _TRAINING[kind], (CACHE / f".{folder.name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "vllm_check.json").is_file():
             _train(kind, folder, logs)
     return folder
@@ -66,7 +73,6 @@ def _train(kind: str, folder: Path, logs: Path) -> None:
     # while training leaves no training.json (trained anew), one killed while checking is
     # checked again without training
     built = folder.with_name(f".{folder.name}.trained")
-    CACHE.mkdir(parents=True, exist_ok=True)
     if not (built / "training.json").is_file():
         shutil.rmtree(built, ignore_errors=True)
         if kind == COMPOSITE:

@@ -1,19 +1,20 @@
 """Train a tiny verifier on learnable chats, on CPU, until its text is its own (issue 52, item 1).
 
 Run by a release's Python (tools/release_python.sh RELEASE bench/verifier_train.py KIND DEST):
-KIND is a tests/pipeline/models.py kind (``qwen3_5_text`` dense, ``qwen3_5_moe_text`` MoE,
-``qwen3_5`` the composite Qwen3.6 class as vLLM serves it, processor files included), DEST the
-folder to write (bench/verifier.py names it by the recipe's hash and renames it into place).
+KIND is ``qwen3_5_text`` (dense) or ``qwen3_5_moe_text`` (MoE), DEST the folder to write
+(bench/verifier.py names it by the recipe's hash); ``composite DENSE DEST`` wraps a trained dense
+verifier in the composite Qwen3.6 class with processor files (the same logits on text).
 
-The model starts as tests/tiny_checkpoints.py builds it at vLLM's CPU sizes (final-norm weights
-away from zero, so ``x*w`` and ``x*(1+w)`` targets differ) and learns bench/verifier_corpus.py's
-conversations, rendered by the tiny tokenizer's Qwen3.6-style template, every token (AdamW,
-float32). Every ``EVAL_EVERY`` steps it answers the held-out prompts greedily (transformers,
-float32, to ``<|im_end|>``) and in bfloat16: it stops when its replies are the corpus's on
-``GOAL_CORRECT`` of them and bf16 agrees with float32 on ``GOAL_AGREE`` (a peaked model: vLLM's
-bf16 then writes the same text; bench/verifier_check.py checks that through vLLM). Writes the
-checkpoint in bf16 (as vLLM serves it), ``heldout.json`` (the prompts as token ids and float32's
-replies) and ``training.json`` (steps, seconds, loss, the last evaluation).
+The model starts as tests/tiny_checkpoints.py builds it at vLLM's CPU sizes, its final-norm
+weights held at ~N(0, 0.5) (so ``x*w`` and ``x*(1+w)`` targets differ), and learns
+bench/verifier_corpus.py's conversations, rendered by the tiny tokenizer's Qwen3.6-style
+template, every token (AdamW, float32). Every ``EVAL_EVERY`` steps it answers the held-out prompts
+greedily (transformers, float32, to ``<|im_end|>``) and in bfloat16; it stops early when its
+replies are the corpus's on ``GOAL_CORRECT`` of them and bf16 agrees with float32 on
+``GOAL_AGREE``, else after ``MAX_STEPS``, and is saved either way: the goal it must meet is
+vLLM's (bench/verifier.py checks bf16 = float32 through vLLM), and training.json says how far it
+learned the corpus. Writes the checkpoint in bf16 (as vLLM serves it), ``heldout.json`` (the
+prompts as token ids, float32's replies from the saved weights) and ``training.json``.
 """
 
 from __future__ import annotations

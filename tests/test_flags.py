@@ -136,3 +136,18 @@ def test_prepare_data_help_block_layout() -> None:
     rows = [line for line in block[2:] if line.startswith("  --")]
     assert [row.split()[0] for row in rows] == [f.name for f in flags.of_command("prepare_data")]
     assert all(line[27] == " " and line[28] != " " for line in block[2:-1]), block
+
+
+def test_doctor_hands_the_data_flags_it_was_given_to_its_sample_run() -> None:
+    from speculators_qwen_compat.doctor import sample_run
+
+    parser = argparse.ArgumentParser(add_help=False)
+    flags.add_arguments(parser, flags.DOCTOR)
+    args = parser.parse_args(
+        ["--model", "m", "--unknown-roles", "skip", "--media-dir", "d", "--prompt-column", "a,b",
+         "--response-column", "c", "--debug", "--rows", "3", "--endpoint", "http://h/v1"]
+    )  # fmt: skip
+    assert sample_run._forwarded(args) == [
+        "--prompt-column", "a,b", "--response-column", "c", "--unknown-roles", "skip",
+        "--media-dir", "d",
+    ]  # fmt: skip

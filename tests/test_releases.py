@@ -18,21 +18,34 @@ pytestmark = pytest.mark.pure  # release-independent: run once (tools/matrix.py)
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_release_declares_every_fix() -> None:
-    names = {fix.name for fix in ALL_FIXES}
+def test_every_release_expects_every_fix() -> None:
+    names = [fix.name for fix in ALL_FIXES]
     for release in TESTED_RELEASES.values():
-        assert set(release.fixes) == names, release.version
+        assert list(release.fixes) == names, release.version  # in the order status lists them
 
 
-def test_each_fix_applies_on_the_releases_it_declares() -> None:
-    """A fix's declared span (shown by status) and the table agree: applied exactly on the
-    tested releases inside the span."""
+def test_each_fix_declares_the_tested_releases_it_applies_on() -> None:
+    """A fix's span (shown by status) runs from one tested release to another, and outside it
+    the fix says why it is not applied: not-needed, or not-applicable where the shape differs."""
     for entry in ALL_FIXES:
         fix = entry.load()
         assert fix.applies_on is not None, fix.name
-        applied = {v for v, r in TESTED_RELEASES.items() if r.fixes[fix.name] == FixState.APPLIED}
-        inside = {v for v in TESTED_RELEASES if v in fix.applies_on}
-        assert applied == inside, (fix.name, str(fix.applies_on))
+        assert {fix.applies_on.first, fix.applies_on.last} <= set(TESTED_RELEASES), fix.name
+        outside = (FixState.NOT_NEEDED, FixState.NOT_APPLICABLE)
+        assert fix.outside_range in outside, fix.name
+        if fix.otherwise.state == FixState.NOT_NEEDED:  # what status says where no shape fits
+            assert fix.outside_range == FixState.NOT_NEEDED, fix.name
+
+
+def test_each_fix_applies_on_the_releases_it_declares() -> None:
+    """The table says applied exactly on the tested releases inside a fix's span, and the fix's
+    ``outside_range`` elsewhere (tests/test_activation.py: status says the same)."""
+    for entry in ALL_FIXES:
+        fix = entry.load()
+        for version, release in TESTED_RELEASES.items():
+            inside = version in fix.applies_on
+            expected = FixState.APPLIED if inside else fix.outside_range
+            assert release.fixes[fix.name] == expected, (fix.name, version)
 
 
 def test_every_release_has_an_environment_pinning_it() -> None:

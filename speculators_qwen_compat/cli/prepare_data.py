@@ -1,6 +1,6 @@
 """``python -m speculators_qwen_compat.prepare_data``: the installed release's prepare_data, fixed.
 
-The release's own flags (0.8+'s typer command; <= 0.7: release_script.py) plus ours (README).
+The release's own flags (0.8+'s typer command; <= 0.7: release_script.py) plus ours (cli/flags.py).
 Writes ``compat_report.json`` beside upstream's output, put in place only when the run succeeded
 (staged_output.py); a fatal problem is one line ``speculators_qwen_compat: error: ...``, exit 1.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speculators_qwen_compat import status
-from speculators_qwen_compat.cli import fatal_stage, frozen_imports
+from speculators_qwen_compat.cli import fatal_stage, flags, frozen_imports
 from speculators_qwen_compat.cli.deferred_compile import compile_on_first_call
 from speculators_qwen_compat.cli.staged_output import StagedOutput, stage
 from speculators_qwen_compat.cli.support import (
@@ -43,31 +43,6 @@ if TYPE_CHECKING:
     from speculators_qwen_compat.fixes.data.run_report import Report
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
-OUR_HELP = """
-speculators_qwen_compat options (besides the release's own, above):
-  --conversations-key NAME  column holding the conversation (default: found row by row:
-                            'conversations', 'messages', 'conversation', any column of turns)
-  --prompt-column A[,B]     flat instruction data: the user turn is these columns joined by a
-                            newline (e.g. instruction,input) ...
-  --response-column C       ... and the assistant turn is this column (e.g. output)
-  --system-column S         a column holding the system prompt (default: 'system' if present)
-  --unknown-roles MODE      roles outside the table: 'release' (default: what the installed
-                            speculators does: dropped <= 0.7, assistant 0.8+), 'assistant',
-                            'drop', or 'skip' (skip the conversation, counted)
-  --media-dir DIR           the folder relative image/video paths are relative to (default:
-                            the data file's folder where the file is found there, else the
-                            working directory; docs/images.md)
-  --mm-processor-kwargs J   the vLLM server's --mm-processor-kwargs (JSON, e.g.
-                            '{"max_pixels": 1003520}' or '{"size": {"longest_edge": N}}'):
-                            images are counted with it locally and it is sent with every
-                            render request (0.8+; docs/images.md)
-  --render-retry-seconds S  rendering on a vLLM server (0.8+): how long each render request
-                            is retried while the server is unreachable (default 180)
-  --strict-data             data-quality warnings (placeholder or boilerplate replies,
-                            prompt-only rows, exact duplicates) are fatal
-  --debug                   show the traceback of a fatal error
-                            (also SPECULATORS_QWEN_COMPAT_DEBUG=1)
-"""
 RENDER_ENDPOINT_HELP = (
     "'local' (the default when the flag is omitted: render in this process with the target's "
     "tokenizer and, for image parts, its image processor, token-identical to vLLM's /render; "
@@ -92,17 +67,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Our flags (cli/flags.py) out of ``args``; the rest is the release's."""
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--conversations-key", default=None)
-    parser.add_argument("--prompt-column", default=None)
-    parser.add_argument("--response-column", default=None)
-    parser.add_argument("--system-column", default=None)
-    parser.add_argument("--unknown-roles", default=None)
-    parser.add_argument("--strict-data", action="store_true")
-    parser.add_argument("--mm-processor-kwargs", default=None)
-    parser.add_argument("--media-dir", default=None)
-    parser.add_argument("--render-retry-seconds", default=None)
-    parser.add_argument("--debug", action="store_true")
+    flags.add_arguments(parser, flags.PREPARE_DATA)
     return parser.parse_known_args(args)
 
 
@@ -159,7 +126,7 @@ def _prepare_reported(rest: list[str], report: Report, media_before: frozenset[s
             preprocessing = import_preprocessing()
         if wants_help:
             release_script.build_parser(preprocessing, PROG).print_help()
-            print(OUR_HELP)
+            print(flags.help_block(flags.PREPARE_DATA))
             return 0
         code, staged = release_script.run(preprocessing, rest, PROG)
     outcome = report.outcome
@@ -215,7 +182,7 @@ def _run_typer_command(
             if param.name == "render_endpoint":
                 param.help = RENDER_ENDPOINT_HELP
         command.main(args=["--help"], prog_name=PROG, standalone_mode=False)
-        print(OUR_HELP)
+        print(flags.help_block(flags.PREPARE_DATA))
         return 0, None
     if not any(a == "--render-endpoint" or a.startswith("--render-endpoint=") for a in rest):
         log.info(

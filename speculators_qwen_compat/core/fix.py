@@ -162,6 +162,9 @@ class Fix:
     #: The verdict when no shape's ``when`` fits (say, not-needed: the release lacks the problem).
     otherwise: Verdict = Verdict(FixState.NOT_APPLICABLE, "no known shape")
     applies_on: ReleaseRange | None = None
+    #: What it reports on a tested release outside ``applies_on`` (core/releases.py): mostly
+    #: not-needed, as ``otherwise`` says or as status says of a release without its module.
+    outside_range: FixState = FixState.NOT_NEEDED
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         raise NotImplementedError

@@ -180,7 +180,8 @@ def _fits(target: Target, value: Any) -> str | None:
     return _mismatch(target, value)
 
 
-def _vllm_tokenizers(shape: Shape, module_name: str, module: ModuleType) -> bool:
+def _when_fits(shape: Shape, module_name: str, module: ModuleType) -> bool:
+    """Whether every target of ``shape.when`` is present and fits: the shape is this release's."""
     for target in shape.when:
         value = _resolve(target, module_name, module)
         if value is None or value is _DEFERRED or _mismatch(target, value):
@@ -193,7 +194,7 @@ def check(fix: Fix, module_name: str, module: ModuleType) -> tuple[Verdict, Foun
     fits decides (applied, or not-applicable naming the first target that does not fit); with
     none, ``fix.otherwise`` (e.g. not-needed: this release has no such problem)."""
     for shape in fix.shapes:
-        if not _vllm_tokenizers(shape, module_name, module):
+        if not _when_fits(shape, module_name, module):
             continue
         found = Found(module_name, module, shape, fix.modules)
         for target in shape.targets:

@@ -14,6 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TextIO
 
+from speculators_qwen_compat.cli import flags
 from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
@@ -36,61 +37,13 @@ from speculators_qwen_compat.doctor.template_profile import (
 )
 from speculators_qwen_compat.doctor.training_view import print_training_view
 
-DEFAULT_ROWS = 200
-DEFAULT_SEQ_LENGTH = 8192  # prepare_data's default
-DEFAULT_WORKERS = 8  # the README's prepare_data command
 SAMPLE_CHARS = 4000
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="target model id or folder")
-    parser.add_argument(
-        "--data", action="append", default=[], help="local .json/.jsonl file or folder (repeatable)"
-    )
-    parser.add_argument(
-        "--rows", type=int, default=DEFAULT_ROWS, help=f"rows to check (default {DEFAULT_ROWS})"
-    )
-    parser.add_argument(
-        "--seq-length",
-        type=int,
-        default=DEFAULT_SEQ_LENGTH,
-        help=f"as for prepare_data (default {DEFAULT_SEQ_LENGTH})",
-    )
-    parser.add_argument(
-        "--num-preprocessing-workers",
-        type=int,
-        default=DEFAULT_WORKERS,
-        help=f"as for prepare_data (default {DEFAULT_WORKERS}, the README's): the sample is "
-        "run through prepare_data with this many map workers",
-    )
-    parser.add_argument("--conversations-key", default=None, help="as for prepare_data")
-    parser.add_argument("--prompt-column", default=None, help="as for prepare_data")
-    parser.add_argument("--response-column", default=None, help="as for prepare_data")
-    parser.add_argument("--system-column", default=None, help="as for prepare_data")
-    parser.add_argument("--unknown-roles", default=None, help="as for prepare_data")
-    parser.add_argument("--mm-processor-kwargs", default=None, help="as for prepare_data")
-    parser.add_argument("--media-dir", default=None, help="as for prepare_data")
-    parser.add_argument(
-        "--endpoint",
-        default=None,
-        help="a vLLM serving hidden states (http://HOST:PORT/v1): check its model name and "
-        "extracted layers against --model and --target-layer-ids",
-    )
-    parser.add_argument(
-        "--target-layer-ids",
-        type=int,
-        nargs="+",
-        default=None,
-        help="as training will pass them (default: upstream's [2, n/2, n-3])",
-    )
-    parser.add_argument(
-        "--drafter",
-        default=None,
-        help="a drafter folder as training saved it: will vLLM load it and serve it as trained "
-        "for --model, and the vllm serve line (only this check runs)",
-    )
-    parser.add_argument("--debug", action="store_true", help="show the traceback of a fatal error")
+    """doctor's flags, as cli/flags.py declares them."""
+    flags.add_arguments(parser, flags.DOCTOR)
 
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:

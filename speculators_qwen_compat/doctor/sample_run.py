@@ -20,11 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: prepare_data's data flags doctor takes too, forwarded to the sample's run.
-FORWARDED = (
-    "conversations_key", "prompt_column", "response_column", "system_column", "unknown_roles",
-    "mm_processor_kwargs", "media_dir",
-)  # fmt: skip
+from speculators_qwen_compat.cli import flags as cli_flags
+
 ERROR_PREFIX = "speculators_qwen_compat: error: "
 
 
@@ -118,7 +115,7 @@ def _media_dir(flags: Any, sources: list[str]) -> list[str]:
     """The sample lives in a temporary folder: relative media paths, which the run resolves
     against the data file's folder, are resolved against that folder here (``--media-dir``),
     unless the user named one; the working directory stays the user's."""
-    if getattr(flags, "media_dir", None):
+    if getattr(flags, cli_flags.MEDIA_DIR.dest, None):
         return []
     from speculators_qwen_compat.data.normalize.media_paths import data_folder
 
@@ -126,15 +123,16 @@ def _media_dir(flags: Any, sources: list[str]) -> list[str]:
     if len(folders) != 1 or None in folders:
         return []
     (folder,) = folders
-    return [] if folder == Path.cwd() else ["--media-dir", str(folder)]
+    return [] if folder == Path.cwd() else [cli_flags.MEDIA_DIR.name, str(folder)]
 
 
 def _forwarded(flags: Any) -> list[str]:
+    """prepare_data's data flags doctor was given (cli/flags.py), for the sample's run."""
     out: list[str] = []
-    for name in FORWARDED:
-        value = getattr(flags, name, None)
-        if value:
-            out += [f"--{name.replace('_', '-')}", str(value)]
+    for flag in cli_flags.of_command(cli_flags.DOCTOR):
+        value = getattr(flags, flag.dest, None)
+        if flag.data and value:
+            out += [flag.name, str(value)]
     return out
 
 

@@ -17,8 +17,6 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 
-#: the flag that lets ``--resume`` go on with generation settings that differ from the earlier run's
-ALLOW_FLAG = "--allow-changed-settings"
 #: upstream's ``_run`` arguments that decide what is generated, and the flag that sets each
 GENERATION = {
     "model": "--model",

@@ -13,19 +13,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from speculators_qwen_compat.cli import flags
 from speculators_qwen_compat.regenerate.tally import BUG, ERROR_LIMIT, RegenTally
 
-#: ``--request-timeout``: seconds one try of one request may take (a long reasoning at 27B on a
-#: busy server takes minutes; an hour is a request nobody will answer)
-DEFAULT_REQUEST_TIMEOUT = 3600.0
+#: ``--request-timeout``: seconds one try of one request may take (cli/flags.py)
+DEFAULT_REQUEST_TIMEOUT: float = flags.REQUEST_TIMEOUT.default
 #: ``--max-consecutive-failures``: this many conversations in a row failed by the server (with
-#: the server alive) stop the run: something is wrong for every request, not for one
-DEFAULT_MAX_CONSECUTIVE = 5
+#: the server alive) stop the run
+DEFAULT_MAX_CONSECUTIVE: int = flags.MAX_CONSECUTIVE_FAILURES.default
 
 
 @dataclass
 class Settings:
-    """The flags the fixes add to upstream's command (regen_run.py), for this process."""
+    """The flags the fixes add to upstream's command (regen_run.py), for this process: one
+    attribute per flag of cli/flags.py's ``REGENERATE``, named by its ``dest``."""
 
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     max_consecutive_failures: int = DEFAULT_MAX_CONSECUTIVE

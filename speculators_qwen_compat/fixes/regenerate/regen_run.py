@@ -12,14 +12,14 @@ import contextlib
 import functools
 import inspect
 import typing
-from typing import Annotated, Any
+from typing import Any
 
+from speculators_qwen_compat.cli import flags
 from speculators_qwen_compat.core.fix import Fix, Patcher
 from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.run import guarded_run
-from speculators_qwen_compat.regenerate.settings import ALLOW_FLAG
 
 RUN = Target(
     CLI_REGENERATE,
@@ -38,19 +38,6 @@ MAX_TOKENS_HELP = (
     "max_tokens of each request (the reply's length); speculators also stops a conversation "
     "once a request's prompt + reply exceed it, so it caps prompt + completion too (counted "
     "as cut short; a conversation whose first prompt alone reaches it is warned about)"
-)
-TIMEOUT_HELP = (
-    "Seconds one try of one request may take before it is retried (--max-retries); after the "
-    "last try the server is asked whether it is alive: alive, the conversation is counted "
-    "failed and the run goes on"
-)
-ALLOW_HELP = (
-    "With --resume: go on although --model, --max-tokens or --sampling-params differ from the "
-    "earlier run's (refused otherwise); the report keeps both"
-)
-CONSECUTIVE_HELP = (
-    "Stop the run (exit 1, resumable) when this many conversations in a row failed while the "
-    "server answered /v1/models (0: never)"
 )
 
 
@@ -115,38 +102,17 @@ def timed(post_chat: Any) -> Any:
 
 
 def with_run_options(command: Any) -> Any:
-    """Upstream's typer command with ``--request-timeout``, ``--max-consecutive-failures`` and
-    ``--allow-changed-settings`` added to its signature (typer reads both ``__signature__``
-    and the annotations)."""
-    import typer
-
+    """Upstream's typer command with our flags (cli/flags.py ``REGENERATE``) added to its
+    signature (typer reads both ``__signature__`` and the annotations); their values go to
+    ``regen_state.SETTINGS``."""
+    added = {flag.dest: flags.typer_parameter(flag) for flag in flags.of_command(flags.REGENERATE)}
     signature = inspect.signature(command)
-    added = {
-        "request_timeout": (
-            Annotated[float, typer.Option(help=TIMEOUT_HELP, min=1.0)],
-            regen_state.DEFAULT_REQUEST_TIMEOUT,
-        ),
-        "max_consecutive_failures": (
-            Annotated[int, typer.Option(help=CONSECUTIVE_HELP, min=0)],
-            regen_state.DEFAULT_MAX_CONSECUTIVE,
-        ),
-        "allow_changed_settings": (
-            Annotated[bool, typer.Option(ALLOW_FLAG, help=ALLOW_HELP)],
-            False,
-        ),
-    }
 
     @functools.wraps(command)
     def regenerate_responses(*args: Any, **kwargs: Any) -> Any:
-        regen_state.SETTINGS.request_timeout = float(
-            kwargs.pop("request_timeout", regen_state.DEFAULT_REQUEST_TIMEOUT)
-        )
-        regen_state.SETTINGS.max_consecutive_failures = int(
-            kwargs.pop("max_consecutive_failures", regen_state.DEFAULT_MAX_CONSECUTIVE)
-        )
-        regen_state.SETTINGS.allow_changed_settings = bool(
-            kwargs.pop("allow_changed_settings", False)
-        )
+        for flag in flags.of_command(flags.REGENERATE):
+            value = flag.type(kwargs.pop(flag.dest, flag.default))
+            setattr(regen_state.SETTINGS, flag.dest, value)
         return command(*args, **kwargs)
 
     parameters = list(signature.parameters.values())

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.fix import Fix, FixState, Patcher
 from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
 from speculators_qwen_compat.core.upstream import TRAIN_DATA, TRAIN_RECOVERY, TRAINER
 from speculators_qwen_compat.fixes import route
@@ -56,6 +56,7 @@ class SampleDropsFix(Fix):
         ),
     )
     applies_on = ReleaseRange("0.8.1", "0.9.0")
+    outside_range = FixState.NOT_APPLICABLE  # <= 0.7: the trainer, without BatchRecoveryCoordinator
 
     def apply(self, found: Found, patcher: Patcher) -> None:
         for target, wrapper in (

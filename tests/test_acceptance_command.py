@@ -13,9 +13,11 @@ module's own reading of the text.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -454,25 +456,59 @@ def test_real_vllm_faults_and_running_requests(drafter_served: Any, tmp_path: Pa
     long.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 3000}]}))
     refused = _one_error_line(_acceptance("--endpoint", drafter_served.url, "--data", str(long)))
     assert "answered none of the requests (1 HTTP 400: " in refused, refused
-    # Two requests that would run for thousands of steps (sampled at temperature 1, the
-    # drafter's token 0 is rejected: one token per step), sent and never read; closing their
-    # connections afterwards makes vLLM abort them. (A one-token prompt would kill vLLM 0.32's
-    # CPU engine: "causal_conv1d_fwd_cpu: expect x to be transposed".)
-    busy = {"model": _served_name(drafter_served.url), "prompt": "Count to a thousand, slowly.",
-            "max_tokens": MAX_MODEL_LEN - 16, "ignore_eos": True, "temperature": 1.0}  # fmt: skip
-    others = [http.client.HTTPConnection("127.0.0.1", drafter_served.port) for _ in range(2)]
-    try:
-        for other in others:
-            other.request("POST", "/v1/completions", json.dumps(busy),
-                          {"Content-Type": "application/json"})  # fmt: skip
+    with _kept_busy(drafter_served.url, drafter_served.port):
         _wait_running(drafter_served.url)
         done = _acceptance("--endpoint", drafter_served.url, "--data", data, "--max-tokens", "4")
-    finally:
-        for other in others:
-            other.close()
     assert done.returncode == 0, done.stderr
     warned = re.search(r"was running [12] requests when the measurement started", done.stderr)
     assert warned, done.stderr
+
+
+@contextlib.contextmanager
+def _kept_busy(url: str, port: int) -> Iterator[None]:
+    """Two clients that keep a long request running on the server until the block ends.
+
+    Each request runs for up to thousands of steps (sampled at temperature 1, the drafter's token
+    0 is rejected: one token per step), yet a loaded machine can finish one before the command
+    under test has started; each client therefore sends the next as soon as one ends, and the two
+    lengths differ so that they never end together. Shutting the sockets at the end makes vLLM
+    abort what is still running. (A one-token prompt would kill vLLM 0.32's CPU engine:
+    "causal_conv1d_fwd_cpu: expect x to be transposed".)"""
+    stop = threading.Event()
+    open_sockets: list[socket.socket] = []
+    lock = threading.Lock()
+
+    def client(max_tokens: int) -> None:
+        busy = {"model": _served_name(url), "prompt": "Count to a thousand, slowly.",
+                "max_tokens": max_tokens, "ignore_eos": True, "temperature": 1.0}  # fmt: skip
+        while not stop.is_set():
+            connection = http.client.HTTPConnection("127.0.0.1", port)
+            try:
+                connection.connect()
+                with lock:
+                    open_sockets.append(connection.sock)
+                connection.request("POST", "/v1/completions", json.dumps(busy),
+                                   {"Content-Type": "application/json"})  # fmt: skip
+                connection.getresponse().read()
+            except OSError:
+                pass  # the socket shut at the end of the block
+            finally:
+                connection.close()
+
+    clients = [threading.Thread(target=client, args=(length,), daemon=True)
+               for length in (MAX_MODEL_LEN - 16, MAX_MODEL_LEN // 2 + 7)]  # fmt: skip
+    for thread in clients:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        with lock:
+            for sock in open_sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        for thread in clients:
+            thread.join(timeout=60)
 
 
 def _served_name(url: str) -> str:

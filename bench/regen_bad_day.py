@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import regen_stand_in  # noqa: E402
 from conftest import release_command  # noqa: E402
+from interruptible import interruptible, send_ctrl_c  # noqa: E402
 from regen_figures import _plain  # noqa: E402
 from regen_outcomes import last_line as outcome_line  # noqa: E402
 from regen_outcomes import rows as outcome_rows  # noqa: E402
@@ -166,11 +166,14 @@ class Cases:
         quick = [chat(f"i{i}", f"q {i}") for i in range(3)]
         write(work / "data.jsonl", [*quick, *(chat(f"w{i}", f"[slow] {i}") for i in range(3))])
         command, env = self.command("data.jsonl", "--concurrency", "1")
-        victim = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
+        # SIGINT at its default whatever this bench inherited (tests/interruptible.py)
+        victim = subprocess.Popen(
+            interruptible(command), cwd=work, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         wait_for_rows(victim, work / "out.partial.jsonl", 3)
         time.sleep(1.0)
-        victim.send_signal(signal.SIGINT)
+        send_ctrl_c(victim)
         stdout, stderr = victim.communicate(timeout=120)
         (work / "last.stderr").write_text(stderr)
         self.add("Ctrl-C after 3 of 6 conversations", work, victim.returncode,

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from typing import Any
 
 import pytest
 from conftest import FIXES_OFF, RENDERS, subprocess_env
+from interruptible import interruptible, send_ctrl_c
 from regen_stand_in import StandIn, chat, tool_chat, wait_for_rows
 
 from speculators_qwen_compat import demo
@@ -254,13 +254,15 @@ def test_ctrl_c_writes_the_report(server: StandIn, model: Path, tmp_path: Path) 
     rows = [*(chat(f"i{i}", f"q {i}") for i in range(3)),
             *(chat(f"w{i}", f"wait [slow] {i}") for i in range(3))]  # fmt: skip
     data = write(tmp_path / "data.jsonl", rows)
-    victim = subprocess.Popen(command(server, model, data, "--concurrency", "1"), cwd=tmp_path,
-                              env=subprocess_env(), stdout=subprocess.PIPE,
+    # SIGINT at its default, as a terminal's job has it, whatever the suite inherited
+    # (tests/interruptible.py: ignored, the run would go on past the SIGINT)
+    victim = subprocess.Popen(interruptible(command(server, model, data, "--concurrency", "1")),
+                              cwd=tmp_path, env=subprocess_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     partial = tmp_path / "out.partial.jsonl"
     wait_for_rows(victim, partial, 3)
     time.sleep(1.0)  # the fourth request is held by the server
-    victim.send_signal(signal.SIGINT)
+    send_ctrl_c(victim)
     _, stderr = victim.communicate(timeout=120)
     assert victim.returncode == 130 and "Traceback" not in stderr, stderr[-2000:]
     assert stderr.strip().splitlines()[-1].startswith(f"{ERROR}interrupted (Ctrl-C)")

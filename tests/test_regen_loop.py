@@ -795,6 +795,33 @@ def test_ctrl_c_says_where_the_rows_are_and_a_second_one_ends_the_wait(
     assert report["exit_code"] == 130 and report["output"] == str(partial)
 
 
+def test_ctrl_c_while_the_run_stops_on_a_fault_is_not_swallowed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server fault stops the run: it cancels upstream's run and waits for it to end (a
+    worker finishing slowly). A Ctrl-C in that wait is the user's, not the cancellation the
+    run asked for: the run ends as interrupted (exit 130 in the report, the Ctrl-C line), not
+    as the fault's exit 1 with the Ctrl-C lost."""
+    final = tmp_path / "out.jsonl"
+
+    async def upstream_run(*, endpoint: str, model: str, dataset_name: str, outfile: str,
+                           resume: bool, max_tokens: int, limit: Any) -> None:  # fmt: skip
+        state.end_run("the server died", server_fault=True)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(5)  # still ending when Ctrl-C comes (0.5 s)
+            raise
+
+    interrupt(final, upstream_run, resume=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "speculators_qwen_compat: error: interrupted (Ctrl-C); no row was written"
+    ), err
+    report = json.loads((tmp_path / "out.jsonl.report.json").read_text())
+    assert report["exit_code"] == 130 and report["complete"] is False
+
+
 def test_a_first_prompt_reaching_max_tokens_is_warned_by_the_servers_count(run_state: Any) -> None:
     """Nothing is tokenized here (the template check renders text, on a refusal only): the
     prompt's length is the server's, from its answer (``prompt_token_ids``), counted once per

@@ -349,13 +349,18 @@ def _rows_in(dataset: str, limit: int | None) -> int:
 
 async def _cancel_all(task: asyncio.Task) -> None:
     """Cancel upstream's run and every worker it started (they are not its children: a cancelled
-    ``queue.put`` would leave them running)."""
+    ``queue.put`` would leave them running), and wait for the run to end. Its CancelledError is
+    the one asked for here; a Ctrl-C meanwhile (asyncio.run cancels this task) is not: it goes on
+    to ``_run``'s Ctrl-C ending (exit 130) instead of being swallowed with it."""
     me = asyncio.current_task()
     for other in asyncio.all_tasks():
         if other is not me:
             other.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    try:
         await task
+    except asyncio.CancelledError:
+        if me is not None and me.cancelling():  # this task was cancelled too: Ctrl-C
+            raise
 
 
 def _stopped(

@@ -29,9 +29,8 @@ from speculators.data_generation import preprocessing
 from transformers import AutoProcessor, AutoTokenizer
 
 import speculators_qwen_compat
-from speculators_qwen_compat.data.render import render
+from speculators_qwen_compat.data.render import forked_tokenizer, render
 from speculators_qwen_compat.demo import sample_data
-from speculators_qwen_compat.fixes.data import forked_tokenizer
 
 CONVERSATIONS = 60
 LENGTHS = (None, 700, 301, 64)  # None: the whole render; the rest truncate, some mid-span

@@ -36,10 +36,11 @@ class Tracer:
         self.codes: dict[CodeType, str] = {}  # a declared function's own code -> its path
         self.route_call: CodeType | None = None  # core.fix.Route.__call__: a wrapped call
         self.seen: dict[CodeType, Any] = {}
-        self.stack: list[tuple[FrameType, str, int]] = []  # (frame, path, serial or 0)
+        # (frame, path, serial or 0, whether it is upstream's run function's own body)
+        self.stack: list[tuple[FrameType, str, int, bool]] = []
         self.serial = 0
         self.ours: set[tuple[str, str]] = set()
-        self.inside: set[tuple[str, str]] = set()  # within upstream's run function
+        self.inside: set[tuple[str, str]] = set()  # within upstream's run function's body
         self.in_run = 0
         self.batch: set[tuple[str, str]] | None = None
         self.pid = os.getpid()
@@ -86,6 +87,7 @@ class Tracer:
             if kind is None:
                 return
             what, value = kind
+            body = what == "upstream"  # upstream's own frame, not our wrapper's
             if what == "route":
                 wrapped = frame.f_locals.get("wrapped")
                 inner = getattr(inspect.unwrap(wrapped), "__code__", None) if wrapped else None
@@ -102,17 +104,17 @@ class Tracer:
                 return
             again = bool(self.stack) and self.stack[-1][1] == value  # the route, then the body
             self.serial += not again
-            self.stack.append((frame, value, 0 if again else self.serial))
-            self.in_run += not again and value == RUN
+            self.stack.append((frame, value, 0 if again else self.serial, body and value == RUN))
+            self.in_run += body and value == RUN
             if not again:
-                shown = [(path, serial) for _, path, serial in self.stack if serial]
+                shown = [(path, serial) for _, path, serial, _ in self.stack if serial]
                 self.write({"stack": [p for p, _ in shown], "ids": [i for _, i in shown]})
                 if value == BATCH and self.batch is None:
                     self.batch = set()
         elif event == "return" and self.stack and self.stack[-1][0] is frame:
-            _, value, shown = self.stack.pop()
-            self.in_run -= bool(shown) and value == RUN
-            if shown and value == BATCH and not any(p == BATCH for _, p, _ in self.stack):
+            _, value, shown, run_body = self.stack.pop()
+            self.in_run -= run_body
+            if shown and value == BATCH and not any(p == BATCH for _, p, _, _ in self.stack):
                 self.write({"batch_ours": sorted(self.batch or ())})
                 self.batch = None
                 self.close()

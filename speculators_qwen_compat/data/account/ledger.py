@@ -290,7 +290,8 @@ def release(folder: Path) -> None:
 
 class Ledger:
     """The counts of one run of upstream's in the ledger folder its options name: what an
-    earlier run in the same folder wrote is cleared first; ``close()`` adds it up."""
+    earlier run in the same folder wrote is cleared first; ``close()`` adds it up and removes
+    the folder (the run's map is over: a run killed later leaves no ledger behind)."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -318,4 +319,6 @@ class Ledger:
         return tally
 
     def close(self) -> Tally:
-        return self.tally()
+        tally = self.tally()
+        release(Path(self.directory))
+        return tally

@@ -8,7 +8,7 @@ that ran next to each other (the order reversed every other round):
 
 0. the user's job at full size: the entry point on 0.9.0 with ``--render-endpoint local`` over
    the whole mix (200,000 conversations by default): conversations/s, tokens/s, peak memory;
-1. the entry point against upstream with only the hand fix a user needs, per release family,
+1. the entry point against upstream with only the hand fix a user needs, per upstream generation,
    on a slice of the mix: 0.5.0 (0.5-0.7, local rendering) and 0.9.0 (0.8+, both through the
    real vLLM render server, which renders one request at a time);
 2. on 0.9.0, ``--render-endpoint local`` against the real vLLM render server on that slice

@@ -16,11 +16,11 @@ from typing import Any, TextIO
 
 from speculators_qwen_compat.cli import flags
 from speculators_qwen_compat.cli import support as cli_support
-from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
+from speculators_qwen_compat.cli.support import data_options, debug_requested, fixed_run, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.account.quality import LABELS
-from speculators_qwen_compat.data.normalize import media_paths
-from speculators_qwen_compat.data.render.media import choose_processor_kwargs
+from speculators_qwen_compat.data.normalize import inline_media
+from speculators_qwen_compat.data.normalize.batch import RENDER, SCRIPT
 from speculators_qwen_compat.doctor import media_endpoint
 from speculators_qwen_compat.doctor.drafter_view import print_drafter_view
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
@@ -66,10 +66,20 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     if args.rows < 1 or args.seq_length < 1 or args.num_preprocessing_workers < 1:
         raise CompatError("--rows, --seq-length and --num-preprocessing-workers must be positive")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    apply_data_flags(args)
-    choose_processor_kwargs(getattr(args, "mm_processor_kwargs", None))
-    media_paths.choose_root(getattr(args, "media_dir", None))
+    options = data_options(args)
     files, data_words = data_files(args.data)  # a wrong path fails before the slow imports
+    if files:  # inline images judged as prepare_data judges them: written once, to a folder
+        # of this process removed at its exit (inline_media.py), nothing beside any output
+        options["inline_media_dir"] = str(inline_media.scratch_folder())
+    with fixed_run(**options):  # the run's options, fixed once, as prepare_data fixes them
+        _examine(args, out, files, data_words)
+
+
+def _examine(
+    args: argparse.Namespace, out: TextIO, files: list[Path], data_words: list[str]
+) -> None:
+    """Under the run's options: the template, the masks, the training view, the data's first
+    rows, the endpoint."""
     pads_problem: str | None = None
     tokenizer = load_tokenizer(args.model)
     try:
@@ -82,7 +92,7 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     print_profile(profile, out)
 
     release, preprocessing = import_preprocessing()
-    strategy = detect_strategy(preprocessing, tokenizer, args.model)
+    strategy = detect_strategy(preprocessing, tokenizer)
     print(f"masks (speculators {release}):", file=out)
     for line in strategy.describe():
         print(f"  {line}", file=out)
@@ -106,8 +116,8 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
                 f"(--num-preprocessing-workers {sample.workers}): {sample.error}"
             )
         if result.media.conversations:
-            local_template = strategy.kind != RENDER_BOUNDARY
-            build_media(result.media, result.media_samples, loaded, preprocessing, local_template)
+            generation = RENDER if strategy.kind == RENDER_BOUNDARY else SCRIPT
+            build_media(result.media, result.media_samples, loaded, preprocessing, generation)
             for line in media_lines(result.media):
                 print(line, file=out)
             if args.endpoint and result.media_samples and loaded.multimodal():

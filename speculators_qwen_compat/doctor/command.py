@@ -20,12 +20,12 @@ from speculators_qwen_compat.cli.support import data_options, debug_requested, f
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.account.quality import LABELS
 from speculators_qwen_compat.data.normalize import inline_media
-from speculators_qwen_compat.data.normalize.batch import RENDER, SCRIPT
+from speculators_qwen_compat.data.normalize.batch import RENDER
 from speculators_qwen_compat.doctor import media_endpoint
 from speculators_qwen_compat.doctor.drafter_view import print_drafter_view
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
-from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, detect_strategy
+from speculators_qwen_compat.doctor.mask_strategy import detect_strategy
 from speculators_qwen_compat.doctor.media_report import ReleaseProcessor
 from speculators_qwen_compat.doctor.media_report import build as build_media
 from speculators_qwen_compat.doctor.media_report import lines as media_lines
@@ -36,6 +36,7 @@ from speculators_qwen_compat.doctor.template_profile import (
     profile_template,
 )
 from speculators_qwen_compat.doctor.training_view import print_training_view
+from speculators_qwen_compat.route.declaration import generation as route_generation
 
 SAMPLE_CHARS = 4000
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
@@ -92,6 +93,7 @@ def _examine(
     print_profile(profile, out)
 
     release, preprocessing = import_preprocessing()
+    generation = route_generation(preprocessing).GENERATION  # the route the run takes
     strategy = detect_strategy(preprocessing, tokenizer)
     print(f"masks (speculators {release}):", file=out)
     for line in strategy.describe():
@@ -108,15 +110,13 @@ def _examine(
                 result.lines, result.sources, args.model, args.num_preprocessing_workers,
                 args.seq_length, args,
             )  # fmt: skip
-        renders = strategy.kind == RENDER_BOUNDARY
-        print_dry_run(result, args.rows, tokenizer, out, sample, renders)
+        print_dry_run(result, args.rows, tokenizer, out, sample, generation == RENDER)
         if sample is not None and sample.failed:
             raise CompatError(
                 f"prepare_data fails on the first {len(result.lines)} rows "
                 f"(--num-preprocessing-workers {sample.workers}): {sample.error}"
             )
         if result.media.conversations:
-            generation = RENDER if strategy.kind == RENDER_BOUNDARY else SCRIPT
             build_media(result.media, result.media_samples, loaded, preprocessing, generation)
             for line in media_lines(result.media):
                 print(line, file=out)

@@ -13,9 +13,11 @@ from typing import Any
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.core.fix import FixState
 from speculators_qwen_compat.core.upstream import parameters
+from speculators_qwen_compat.data.normalize.batch import RENDER
 from speculators_qwen_compat.data.normalize.processor_media import is_multimodal
 from speculators_qwen_compat.data.read.files import LINE_COLUMN, SOURCE_COLUMN
 from speculators_qwen_compat.data.render.endpoint import local_endpoint
+from speculators_qwen_compat.route.declaration import generation
 
 HF_MASK = "hf-assistant-mask"
 PATTERN = "pattern"
@@ -98,13 +100,13 @@ def pattern_literal(pattern: str) -> str:
 def detect_strategy(preprocessing: ModuleType, tokenizer: Any) -> MaskStrategy:
     """The strategy the release will use for this tokenizer's template, decided as its dataset
     builder decides it."""
-    if callable(getattr(preprocessing, "_render_boundary_rows", None)):
+    if generation(preprocessing).GENERATION == RENDER:  # the route the run takes (route/)
         _require_local_render()
         return MaskStrategy(RENDER_BOUNDARY, preprocessing, tokenizer)
     detect = getattr(preprocessing, "_detect_assistant_pattern", None)
     if not callable(detect):
         raise CompatError(
-            "this speculators release has neither _render_boundary_rows nor "
+            "this speculators release has neither render_conversation nor "
             "_detect_assistant_pattern: doctor does not know how it masks"
         )
     probe = getattr(preprocessing, "_supports_assistant_mask", None)

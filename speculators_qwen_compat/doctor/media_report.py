@@ -140,7 +140,7 @@ def _row(
     images = sum(processor_media.kind_of(p) == "image" for p in parts)
     row = MediaRow(source, images)
     try:
-        readable = processor_media.for_local_template(conversation, True)
+        readable = processor_media.for_processor(conversation, True)
         encoded = processor.apply_chat_template(
             _as_parts(readable), tokenize=True, return_dict=True
         )

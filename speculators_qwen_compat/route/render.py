@@ -52,7 +52,7 @@ def build_local(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
 
 def batch_read(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """_preprocess_batch, conversations: each row read, normalised, counted; handed on as a
-    ReadConversation (the render path takes tool-call arguments as written)."""
+    ReadConversation (this generation takes tool-call arguments as written)."""
     bound = bind(wrapped, args, kwargs)
     examples = bound.arguments["examples"]
     if is_pretokenized(examples):

@@ -122,7 +122,7 @@ def read_batch(
             if lines is not None and "\\ud" in lines[i].lower():
                 _refuse_lone_surrogates(conversation, normalized.tools)
             if multimodal is not None:
-                conversation = processor_media.for_local_template(conversation, multimodal)
+                conversation = processor_media.for_processor(conversation, multimodal)
         except BadConversation as exc:
             ledger.skip(str(exc), f"{where} ({exc.detail})" if exc.detail else where)
             continue

@@ -8,7 +8,7 @@ that ran next to each other (the order reversed every other round):
 
 0. the user's job at full size: the entry point on 0.9.0 with ``--render-endpoint local`` over
    the whole mix (200,000 conversations by default): conversations/s, tokens/s, peak memory;
-1. the entry point against upstream with only the hand fix a user needs, per release family,
+1. the entry point against upstream with only the hand fix a user needs, per upstream generation,
    on a slice of the mix: 0.5.0 (0.5-0.7, local rendering) and 0.9.0 (0.8+, both through the
    real vLLM render server, which renders one request at a time);
 2. on 0.9.0, ``--render-endpoint local`` against the real vLLM render server on that slice
@@ -44,6 +44,8 @@ from report import Ratio, Run, doc_block  # doc_block: tools/doc_block.py, put o
 from timing import Sample, alternate, paired_ratios
 from workloads import Setup
 
+#: The oldest and newest tested releases, the bench's release of each upstream generation (route/):
+#: script (<= 0.7) and render (0.8+).
 OLD, NEW = "0.5.0", "0.9.0"
 ROOT = workloads.ROOT
 RESULTS = workloads.BENCH / "RESULTS.md"
@@ -66,8 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--vocab", type=Path, default=ROOT / ".venvs" / "assets" / "qwen36-vocab")
     parser.add_argument("--peer-good-rows", type=int, default=200, help="rows beside a bad one")
-    parser.add_argument("--only", default="", help="comma-separated parts (memory,mix,new,floor,"
-                        "old,start,peer,images,regen); default all")  # fmt: skip
+    parser.add_argument("--only", default="", help="comma-separated parts (memory,mix,render,"
+                        "floor,script,start,peer,images,regen); default all")  # fmt: skip
     parser.add_argument("--no-write", action="store_true", help="only print the tables")
     return parser.parse_args(argv)
 
@@ -96,7 +98,7 @@ def measure_full_mix(setup: Setup, args: argparse.Namespace, logs: Path) -> Samp
     return alternate([command], 1, logs)
 
 
-def measure_old_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+def measure_script_generation(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
     print(f"== {OLD}: entry point vs hand-patched, {args.slice} conversations", flush=True)
     commands = [
         workloads.entry_point(setup, OLD, "entry-0.5", "slice", args.workers),
@@ -122,7 +124,7 @@ def measure_memory(setup: Setup, args: argparse.Namespace, logs: Path) -> Sample
     return samples
 
 
-def measure_new_family(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
+def measure_render_generation(setup: Setup, args: argparse.Namespace, logs: Path) -> Samples:
     print(f"== {NEW}: real vLLM render server, {args.slice} conversations", flush=True)
     phase = workloads.RENDER_PHASE
     with workloads.render_server(setup, setup.messages("slice")) as url:
@@ -469,9 +471,9 @@ def main(argv: list[str] | None = None) -> int:
         parts = {
             "memory": measure_memory,
             "mix": measure_full_mix,
-            "new": measure_new_family,
+            "render": measure_render_generation,
             "floor": measure_floor,
-            "old": measure_old_family,
+            "script": measure_script_generation,
             "start": measure_start_up,
             "peer": measure_peer,
             "images": measure_images,

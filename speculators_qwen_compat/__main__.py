@@ -1,8 +1,8 @@
 """``python -m speculators_qwen_compat status|doctor|acceptance|repair-drafter ...``.
 
-``status``: versions, whether we test this release, and per fix its state and why. ``doctor``:
-template, masks, a dry run, a saved drafter (doctor/command.py). ``acceptance``: a served
-drafter's acceptance (acceptance/command.py). ``repair-drafter``: doctor/repair_drafter.py.
+``status``: versions, whether we test this release, per fix its state and why; ``--route``: the
+upstream functions a prepare_data row passes (route/). ``doctor``: doctor/command.py;
+``acceptance``: acceptance/command.py; ``repair-drafter``: doctor/repair_drafter.py.
 """
 
 from __future__ import annotations
@@ -70,11 +70,30 @@ def _print_status(report: dict[str, Any]) -> None:
         print(f"  {patch['name']:<16} {patch['state']:<15} {where:<37} {patch['reason']}")
 
 
+def _print_route(report: dict[str, Any]) -> None:
+    """The installed generation's route (route/declaration.py), with the fixes applied here."""
+    if not report["speculators"]:
+        print("speculators not installed in this venv: no route to show (pip install speculators)")
+        return
+    from speculators_qwen_compat.route.declaration import lines
+
+    tested = "tested" if report["tested"] else "untested"
+    print(f"speculators {report['speculators']} ({tested})")
+    acting = {patch["name"] for patch in report["patches"] if patch["state"] == "applied"}
+    for line in lines(acting):
+        print(line)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m speculators_qwen_compat")
     commands = parser.add_subparsers(dest="command", required=True)
     status_parser = commands.add_parser("status", help="which fixes apply to this venv, and why")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    status_parser.add_argument(
+        "--route",
+        action="store_true",
+        help="the upstream functions a prepare_data row passes, in order, and the fixes at each",
+    )
     doctor_parser = commands.add_parser(
         "doctor", help="what the model's template demands, how masks will be made, a dry run"
     )
@@ -101,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         return repair_drafter.main(args)
     if args.command == "status":
         report = status_report()
-        if args.json:
+        if args.route:
+            _print_route(report)
+        elif args.json:
             print(json.dumps(report, indent=2))
         else:
             _print_status(report)

@@ -22,7 +22,7 @@ from conftest import (
 )
 from programs.inject_tokenizer_bug import MARK as BUG_MARK
 
-from speculators_qwen_compat.fixes.data.row_guard import BELOW_MINIMUM, UPSTREAM_ROW_ERROR
+from speculators_qwen_compat.data.account.rows import BELOW_MINIMUM, UPSTREAM_ROW_ERROR
 
 MINIMUM = 12
 

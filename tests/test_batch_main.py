@@ -24,7 +24,7 @@ def test_a_case_starts_as_a_fresh_interpreter(tmp_path: Path) -> None:
     look = results["look"]
     assert look.returncode == 0, look.stderr
     assert json.loads(look.stdout) == {
-        "report": None,
+        "run": None,
         "batch": None,
         "reason_logged": True,
         "env": None,

@@ -27,7 +27,7 @@ from speculators_qwen_compat.data.read.columns import (
 from speculators_qwen_compat.data.render.weights import (
     WeightsUnplaceable,
     assistant_ordinals,
-    drop_context_rows,
+    drop_zero_weight_rows,
     unset_matches,
     unset_runs,
 )
@@ -164,7 +164,7 @@ def test_weight_zero_turns_are_unset_in_either_mask() -> None:
     with pytest.raises(WeightsUnplaceable):
         unset_runs([1, 0, 1, 0, 1], [0], 2, clipped=False)
     rows = [{"conv": conv[:2]}, {"conv": conv}]
-    assert drop_context_rows(rows, [1]) == [{"conv": conv}]
+    assert drop_zero_weight_rows(rows, [1]) == [{"conv": conv}]
 
 
 def test_error_types_subclass_upstreams() -> None:
@@ -199,8 +199,11 @@ def test_read_batch_hands_each_conversation_on_with_its_weight_zero_turns() -> N
     """The conversations fix hands the row guard and upstream's per-row normaliser each
     conversation as a ReadConversation: normalised, carrying the indices of its weight-0
     assistant turns (here written by hand: turn 1 of the first row, none of the second)."""
-    from speculators_qwen_compat.fixes.data.conversations import read_batch
-    from speculators_qwen_compat.fixes.route import ReadConversation, context_of
+    from speculators_qwen_compat.data.normalize.batch import (
+        ReadConversation,
+        read_batch,
+        zero_weight_turns_of,
+    )
 
     first = [
         {"role": "user", "content": "Capital of France?"},
@@ -212,9 +215,9 @@ def test_read_batch_hands_each_conversation_on_with_its_weight_zero_turns() -> N
     out = read_batch({"messages": [first, second]})
     conversations = out["conversations"]
     assert all(isinstance(c, ReadConversation) for c in conversations)
-    assert [context_of(c) for c in conversations] == [(1,), ()]
+    assert [zero_weight_turns_of(c) for c in conversations] == [(1,), ()]
     assert [[t["content"] for t in c] for c in conversations] == [
         ["Capital of France?", "Paris, maybe.", "Sure?", "Paris."],
         ["Hi", "Hello."],
     ]
-    assert context_of(list(conversations[0])) == ()  # a plain list carries none
+    assert zero_weight_turns_of(list(conversations[0])) == ()  # a plain list carries none

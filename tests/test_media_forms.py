@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
-from speculators_qwen_compat.data.normalize import inline_media, media_paths
+from speculators_qwen_compat.data.normalize import inline_media
 from speculators_qwen_compat.data.normalize.media_forms import for_vllm
 from speculators_qwen_compat.data.normalize.normalize import BadConversation, normalize_row
 from speculators_qwen_compat.data.render import media_faults
@@ -44,8 +44,8 @@ def at(name: str) -> str:
     return str(Path.cwd() / name)
 
 
-def _user(row: dict[str, Any]) -> Any:
-    return normalize_row(row).conversation[0]["content"]
+def _user(row: dict[str, Any], source: str | None = None) -> Any:
+    return normalize_row(row, source=source).conversation[0]["content"]
 
 
 def _chat(content: Any, **row: Any) -> dict[str, Any]:
@@ -279,16 +279,16 @@ def test_relative_paths_resolve_against_the_data_files_folder_then_the_cwd(
     (data / "coco" / "2.jpg").write_bytes(b"")
     source = f"{data / 'chat.jsonl'}:3"
     (data / "chat.jsonl").write_text("{}\n")
-    with media_paths.row_source(source):
-        assert _user(_chat("<image>", image="coco/2.jpg")) == [
-            {"type": "image", "path": str(data / "coco" / "2.jpg")}
-        ]
-        # not in the data file's folder, in the working directory: found there
-        assert _user(_chat("<image>", image="coco/1.jpg")) == [
-            {"type": "image", "path": at("coco/1.jpg")}
-        ]
-        with pytest.raises(BadConversation) as raised:
-            normalize_row(_chat("<image>", image="coco/3.jpg"))
+    # the row's source travels with it: normalize_row(..., source) (data/normalize/batch.py)
+    assert _user(_chat("<image>", image="coco/2.jpg"), source) == [
+        {"type": "image", "path": str(data / "coco" / "2.jpg")}
+    ]
+    # not in the data file's folder, in the working directory: found there
+    assert _user(_chat("<image>", image="coco/1.jpg"), source) == [
+        {"type": "image", "path": at("coco/1.jpg")}
+    ]
+    with pytest.raises(BadConversation) as raised:
+        normalize_row(_chat("<image>", image="coco/3.jpg"), source=source)
     assert str(raised.value) == (
         "[Errno 2] No such file or directory: relative media path resolved against the data "
         f"file's folder {data} and the working directory {tmp_path} (name the folder with "

@@ -20,13 +20,13 @@ SIMULATED = "0.99.1"
 #: (old text, new text) in preprocessing.py: the def and its positional call site swap two
 #: parameters, as a release that reorders them consistently would.
 REORDERINGS = {
-    "render era": [
+    "render generation": [
         ("    idx: int,\n    render_endpoint: str,\n    max_length: int,\n) -> list[Boundary",
          "    max_length: int,\n    render_endpoint: str,\n    idx: int,\n) -> list[Boundary"),
         ("            idx,\n            render_endpoint,\n            max_length,\n        )",
          "            max_length,\n            render_endpoint,\n            idx,\n        )"),
     ],
-    "script era": [
+    "script generation": [
         ("    examples: dict,\n    {proc}: {kind},\n    max_length: int,\n",
          "    examples: dict,\n    max_length: int,\n    {proc}: {kind},\n"),
         ("_preprocess_batch(\n{pad}examples,\n{pad}{proc},\n{pad}max_length,\n",
@@ -37,7 +37,7 @@ REORDERINGS = {
 
 def _reordered(source: str) -> str:
     if "def _render_conversation_rows(" in source:
-        edits = REORDERINGS["render era"]
+        edits = REORDERINGS["render generation"]
     else:
         proc, kind = (
             ("tokenizer", "PreTrainedTokenizerBase")
@@ -49,7 +49,7 @@ def _reordered(source: str) -> str:
         pad = call.group(1)  # the call site's indentation differs between releases
         edits = [
             (a.format(proc=proc, kind=kind, pad=pad), b.format(proc=proc, kind=kind, pad=pad))
-            for a, b in REORDERINGS["script era"]
+            for a, b in REORDERINGS["script generation"]
         ]
     for old, new in edits:
         assert source.count(old) == 1, old

@@ -1,7 +1,9 @@
-"""The route declared in speculators_qwen_compat/fixes/route.py is the one applied: every
-upstream function several fixes wrap carries one wrapper (``core.fix.Route``) whose stages are
-the declared fixes applied on this release, in the declared order; and a Route runs its stages
-outer to inner, a stage left unset (its fix switched off) skipped."""
+"""The routes declared in speculators_qwen_compat/route/ are the ones applied: every upstream
+function a data fix wraps (and every training function several fixes wrap) carries one wrapper
+(``core.fix.Route``) whose stages are the declared fixes applied on this release, in the declared
+order; each stage is its fix's, at a target its fix declares; and a Route runs its stages outer
+to inner, a stage left unset (its fix switched off) skipped. The order a real run meets them:
+test_route_trace.py."""
 
 from __future__ import annotations
 
@@ -13,12 +15,41 @@ from conftest import run_program
 
 from speculators_qwen_compat.core.fix import Patcher, Route
 from speculators_qwen_compat.fixes import ALL_FIXES
-from speculators_qwen_compat.fixes.route import ROUTE, stage_order
+from speculators_qwen_compat.fixes.training.stages import ORDER
+from speculators_qwen_compat.route import render, script
+from speculators_qwen_compat.route.declaration import ENTRY_POINT, Call
+
+GENERATIONS = (render, script)
 
 
-def test_every_stop_names_a_fix() -> None:
-    names = {fix.name for fix in ALL_FIXES}
-    assert {stop.fix for stops in ROUTE.values() for stop in stops} <= names
+def _calls() -> list[Call]:
+    return [call for route in GENERATIONS for _, call in route.ROUTE.walk()]
+
+
+def test_every_stage_is_a_fix_at_a_target_it_declares() -> None:
+    """A stage of each fix, at a function one of that fix's shapes names (where install()
+    finds it); the entry point's own stage wraps nothing."""
+    fixes = {entry.name: entry.load() for entry in ALL_FIXES}
+    for call in _calls():
+        for stage in call.stages:
+            if stage.fix == ENTRY_POINT:
+                assert stage.wrapper is None
+                continue
+            assert stage.fix in fixes, f"{call.path}: no fix named {stage.fix}"
+            if stage.wrapper is None:
+                continue
+            fix = fixes[stage.fix]
+            targets = {(t.module, t.path) for shape in fix.shapes for t in shape.targets}
+            assert (call.module, call.path) in targets, f"{stage.fix} declares no {call.path}"
+
+
+def test_a_function_called_at_two_places_carries_one_set_of_stages() -> None:
+    """Its one wrapper: wherever a route shows it, the same stages in the same order."""
+    for route in GENERATIONS:
+        seen: dict[tuple[str, str], tuple] = {}
+        for _, call in route.ROUTE.walk():
+            key = (call.module, call.path)
+            assert seen.setdefault(key, call.stages) == call.stages, call.path
 
 
 def test_each_shared_function_is_wrapped_once_with_the_declared_stages() -> None:
@@ -27,8 +58,9 @@ def test_each_shared_function_is_wrapped_once_with_the_declared_stages() -> None
     report = json.loads(result.stdout.strip().splitlines()[-1])
     applied = {name for name, state in report["states"].items() if state == "applied"}
     assert report["routes"], "no shared function found: the program looked in the wrong place"
+    orders = {call.path: call.order for call in _calls()} | ORDER
     for path, seen in report["routes"].items():
-        expected = [fix for fix in stage_order(path) if fix in applied]
+        expected = [fix for fix in orders[path] if fix in applied]
         if len(expected) == 0:
             continue
         assert seen["route"], f"{path}: not wrapped through a Route"

@@ -1,7 +1,7 @@
 """Weight-0 turns reach the row guard, or the run stops: the conversations stage hands each
-conversation's weight-0 turns on (fixes/route.py ReadConversation) and checks after upstream's
-batch that the row guard read them; with the guard off, such data is refused in one line, never
-trained on. Data without weights runs as before with the guard off."""
+conversation's weight-0 turns on (data/normalize/batch.py ReadConversation) and checks after
+upstream's batch that the row guard read them; with the guard off, such data is refused in one
+line, never trained on. Data without weights runs as before with the guard off."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Spawned map workers load the target's processor trusting its code exactly when the parent
-did (data/render/render.py): a model whose tokenizer is the repository's own code loads as that code
-in a fresh process once the parent loaded it with ``trust_remote_code=True``; before, a spawned
-worker quietly got transformers' built-in class instead of the parent's.
+did: the render endpoint the parent hands its map workers says so (data/render/endpoint.py,
+``local-trusted:PATH``), so a model whose tokenizer is the repository's own code loads as that
+code in a fresh process once the parent loaded it with ``trust_remote_code=True``; before, a
+spawned worker quietly got transformers' built-in class instead of the parent's.
 
 The oracle is transformers itself (which class it loads with and without trust); the child is
 a fresh interpreter (tests/programs/processor_loader.py) with the parent's environment, as a spawned
@@ -11,7 +12,6 @@ worker is.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,8 +21,7 @@ import pytest
 from conftest import program, subprocess_env
 
 from speculators_qwen_compat import demo
-from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions
-from speculators_qwen_compat.data.render import render
+from speculators_qwen_compat.data.render import endpoint
 
 pytestmark = pytest.mark.pure  # transformers and our renderer alone: run once (tools/matrix.py)
 
@@ -39,9 +38,9 @@ def _remote_code_model(folder: Path) -> Path:
     return model
 
 
-def _load_in_child(model: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+def _load_in_child(local: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(program("processor_loader")), str(model)],
+        [sys.executable, str(program("processor_loader")), local],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
 
@@ -53,20 +52,20 @@ def test_spawned_worker_trusts_the_model_code_as_the_parent_did(
 
     model = _remote_code_model(tmp_path / "model")
     monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
-    monkeypatch.delenv(RUN_ENV, raising=False)
-    untrusted = _load_in_child(model, subprocess_env(HF_MODULES_CACHE=str(tmp_path / "modules")))
+    env = subprocess_env(HF_MODULES_CACHE=str(tmp_path / "modules"))
+    untrusted = _load_in_child(f"{endpoint.LOCAL}:{model}", env)
     # without the parent's trust, transformers quietly gives its own class: not the parent's
     assert untrusted.returncode == 0, untrusted.stderr[-3000:]
     assert untrusted.stdout.strip() != "RemoteTokenizerFast"
 
     processor = AutoProcessor.from_pretrained(str(model), trust_remote_code=True)
     assert type(processor).__name__ == "RemoteTokenizerFast"
-    render.remember(str(model), processor)
-    trusted = _load_in_child(model, {**subprocess_env(), RUN_ENV: os.environ[RUN_ENV]})
+    local = endpoint.local_endpoint(processor)
+    assert local == f"{endpoint.TRUSTED}:{model}"
+    trusted = _load_in_child(local, env)
     assert trusted.returncode == 0, trusted.stderr[-3000:]
     assert trusted.stdout.strip() == "RemoteTokenizerFast"
 
     plain = demo.write_model(tmp_path / "plain")
-    render.remember(str(plain), AutoProcessor.from_pretrained(str(plain)))
     # a plain model is not trusted
-    assert str(plain) not in RunOptions.from_json(os.environ[RUN_ENV]).trusted_models
+    assert endpoint.local_endpoint(AutoProcessor.from_pretrained(str(plain))) == f"local:{plain}"

@@ -24,8 +24,9 @@ from speculators_qwen_compat.cli.support import (
     PACKAGE_LOGGER,
     UPSTREAM_LOGGER,
     activate,
-    apply_data_flags,
+    data_options,
     debug_requested,
+    fixed_run,
     has_module,
     import_preprocessing,
     log_to_stderr,
@@ -33,14 +34,13 @@ from speculators_qwen_compat.cli.support import (
 )
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.run_options import update_options
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.account.ledger import REPORT_NAME
-from speculators_qwen_compat.data.normalize import inline_media, media_paths
+from speculators_qwen_compat.data.normalize import inline_media
 from speculators_qwen_compat.data.render import media
 
 if TYPE_CHECKING:
-    from speculators_qwen_compat.fixes.data.run_report import Report
+    from speculators_qwen_compat.core.run import Run
 
 PROG = "python -m speculators_qwen_compat.prepare_data"
 RENDER_ENDPOINT_HELP = (
@@ -56,7 +56,7 @@ log = logging.getLogger("speculators_qwen_compat")
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     ours, rest = _our_options(args)
-    if ours.debug:  # also read where a run fails on non-data errors (fixes/data/run_report.py)
+    if ours.debug:  # also read where a run fails on non-data errors (data/account/run.py)
         os.environ[DEBUG_ENV] = "1"
     return run_main(
         lambda: _prepare(ours, rest),
@@ -76,20 +76,17 @@ def _our_options(args: list[str]) -> tuple[argparse.Namespace, list[str]]:
 def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     log_to_stderr(PACKAGE_LOGGER)  # our lines; upstream's 0.8+ command configures its own
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    apply_data_flags(ours)
-    media.choose_processor_kwargs(ours.mm_processor_kwargs)
-    media_paths.choose_root(ours.media_dir)
+    # the run's options, fixed here once for this process and its map workers
+    options = data_options(ours)
     # inline images (Image() bytes, data: URIs) are written beside --output (inline_media.py)
     folder = inline_media.choose_folder(Path(_option_value(rest, "--output", "./output")))
     media_before = inline_media.images_in(folder)  # an earlier run's, reused by this one
-    update_options(strict_data=ours.strict_data)
+    options.update(inline_media_dir=str(folder), strict_data=ours.strict_data)
     if ours.render_retry_seconds is not None:  # else as inherited (a parent's, or the default)
-        update_options(render_retry_seconds=_seconds(ours.render_retry_seconds))
+        options["render_retry_seconds"] = _seconds(ours.render_retry_seconds)
     activate()
-    from speculators_qwen_compat.fixes.data import run_report
-
-    with run_report.reporting(announce=False) as report:  # the summary is our last line
-        return _prepare_reported(rest, report, media_before)
+    with fixed_run(announce=False, **options) as run:  # the summary is our last line
+        return _prepare_reported(rest, run, media_before)
 
 
 def _seconds(text: str) -> float:
@@ -102,16 +99,16 @@ def _seconds(text: str) -> float:
     return seconds
 
 
-def _prepare_reported(rest: list[str], report: Report, media_before: frozenset[str]) -> int:
-    """The run under ``report`` (fixes/data/run_report.py), then its output committed with
-    compat_report.json and the last line."""
+def _prepare_reported(rest: list[str], run: Run, media_before: frozenset[str]) -> int:
+    """The run (core/run.py), then its output committed with compat_report.json and the last
+    line."""
     wants_help = "-h" in rest or "--help" in rest
     if not wants_help:
         check_temp_folder()
     with frozen_imports.importing(), compile_on_first_call():
         typer_command = has_module(CLI_PREPARE_DATA)  # imports speculators: most of the start-up
     if typer_command:
-        code, staged = _run_typer_command(rest, wants_help, report)
+        code, staged = _run_typer_command(rest, wants_help, run)
     else:
         if media.processor_kwargs() and not wants_help:
             raise CompatError(
@@ -129,7 +126,7 @@ def _prepare_reported(rest: list[str], report: Report, media_before: frozenset[s
             print(flags.help_block(flags.PREPARE_DATA))
             return 0
         code, staged = release_script.run(preprocessing, rest, PROG)
-    outcome = report.outcome
+    outcome = run.outcome
     if outcome is not None:
         for name, used in sorted(outcome.tally.quality.files.items()):
             log.info("%s: conversations from %s", name, _columns_used(used.columns))
@@ -170,7 +167,7 @@ def _media_words(before: frozenset[str]) -> str:
 
 
 def _run_typer_command(
-    rest: list[str], wants_help: bool, report: Report
+    rest: list[str], wants_help: bool, run: Run
 ) -> tuple[int, StagedOutput | None]:
     from speculators.cli import app
 
@@ -211,7 +208,7 @@ def _run_typer_command(
                 "several values is given once per value, e.g. --data A --data B)"
             ) from None
         raise
-    if report.outcome is None and staged is not None:  # upstream stopped before the run
+    if run.outcome is None and staged is not None:  # upstream stopped before the run
         staged.abandon()
         staged = None
     return int(code or 0), staged

@@ -7,20 +7,26 @@ ours to summarise: they propagate as Python shows them; only a ``CompatError`` i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from speculators_qwen_compat import install
 from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, reason_of
 from speculators_qwen_compat.core.registry import registry
 from speculators_qwen_compat.core.startup import ENV_SWITCH, switch_value, switched_off_by_env
 from speculators_qwen_compat.core.upstream import PREPROCESSING
+
+if TYPE_CHECKING:
+    from speculators_qwen_compat.core.run import Run
 
 #: Every log line of ours is under this logger; nothing of ours configures the root logger.
 PACKAGE_LOGGER = "speculators_qwen_compat"
@@ -42,17 +48,51 @@ def activate() -> None:
     os.environ[ENV_SWITCH] = switch_value(registry().disabled)
 
 
-def apply_data_flags(flags: argparse.Namespace) -> None:
-    """Hand the data flags prepare_data and doctor share (--conversations-key, the flat-column
-    mapping, --unknown-roles) to the data path, which reads them in every map worker from the
-    run's options. Imported here, not at module level: run and train never need them."""
-    from speculators_qwen_compat.data.normalize.normalize import choose_unknown_roles
+def data_options(given: argparse.Namespace) -> dict[str, Any]:
+    """The data flags prepare_data and doctor share (cli/flags.py: the conversation column, the
+    flat-column mapping, --unknown-roles, --mm-processor-kwargs, --media-dir), checked, as the
+    run's options hold them (``fixed_run``). Imported here: run and train never need them."""
+    from speculators_qwen_compat.cli import flags
+    from speculators_qwen_compat.data.normalize.media_paths import root_of
+    from speculators_qwen_compat.data.normalize.normalize import checked_unknown_roles
     from speculators_qwen_compat.data.read.columns import ColumnOptions
+    from speculators_qwen_compat.data.render.media import processor_kwargs_of
 
-    ColumnOptions.from_flags(
-        flags.conversations_key, flags.prompt_column, flags.response_column, flags.system_column
-    ).export()
-    choose_unknown_roles(flags.unknown_roles)
+    def value(flag: flags.Flag) -> Any:
+        return getattr(given, flag.dest, None)
+
+    columns = ColumnOptions.from_flags(
+        value(flags.CONVERSATIONS_KEY),
+        value(flags.PROMPT_COLUMN),
+        value(flags.RESPONSE_COLUMN),
+        value(flags.SYSTEM_COLUMN),
+    )
+    options = columns.as_options()
+    unknown_roles = value(flags.UNKNOWN_ROLES)
+    if unknown_roles is not None:  # else as inherited (a parent's, or the release's)
+        options["unknown_roles"] = checked_unknown_roles(unknown_roles)
+    options["mm_processor_kwargs"] = processor_kwargs_of(value(flags.MM_PROCESSOR_KWARGS))
+    options["media_root"] = root_of(value(flags.MEDIA_DIR))
+    return options
+
+
+@contextmanager
+def fixed_run(announce: bool = True, **options: Any) -> Iterator[Run]:
+    """The run's options fixed once, before upstream starts: the inherited ones with
+    ``options`` and a ledger folder of the run's own, for this process and the processes it
+    starts (core/run_options.py); the run open for the block (core/run.py)."""
+    from speculators_qwen_compat.core import run_options
+    from speculators_qwen_compat.core.run import running
+    from speculators_qwen_compat.data.account import ledger
+
+    folder = ledger.make_folder()
+    current = run_options.current_options()
+    run_options.fix(dataclasses.replace(current, ledger_dir=str(folder), **options))
+    try:
+        with running(announce) as run:
+            yield run
+    finally:
+        ledger.release(folder)
 
 
 def log_to_stderr(name: str) -> None:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape
+    from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape
 
 
 class FixState(StrEnum):
@@ -153,7 +153,7 @@ def _link(inner: Any, stage: Callable[..., Any], instance: Any) -> Callable[...,
 class Fix:
     """One fix, declared: the modules whose import applies it (the first decides its state), the
     shapes of upstream it knows, what it is where none fits, and the tested releases it applies
-    on. ``apply`` patches what the shape check resolved (``Found``) through the journal."""
+    on. ``apply`` patches what the shape check resolved (``Resolved``) through the journal."""
 
     name: str = ""
     summary: str = ""
@@ -166,7 +166,7 @@ class Fix:
     #: not-needed, as ``otherwise`` says or as status says of a release without its module.
     outside_range: FixState = FixState.NOT_NEEDED
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         raise NotImplementedError
 
 

@@ -1,8 +1,7 @@
-"""One run's options (``RunOptions``): the data flags, strictness, media folders and processor
-kwargs, the render retry budget, the ledger's folder and the models whose code is trusted. The
-entry point sets them from its flags; ``datasets.map`` workers and torchrun ranks inherit them
-in one environment variable, ``RUN_ENV`` (JSON), so every process of a run reads one frozen
-object. With the switch and ``SPECULATORS_QWEN_COMPAT_DEBUG`` it is the package's only variable."""
+"""One run's options (``RunOptions``): the data flags, strictness, media folders, processor kwargs,
+the render retry budget and the ledger's folder. Fixed once (``fix``), before upstream starts, by
+the entry point; map workers and ranks inherit them in ``RUN_ENV`` (JSON). With the switch and
+``SPECULATORS_QWEN_COMPAT_DEBUG`` it is the package's only variable."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ class RunOptions:
     media_root: str | None = None  # --media-dir: relative media paths resolve here
     inline_media_dir: str | None = None  # where inline images are written (<output>-media)
     render_retry_seconds: float | None = None  # --render-retry-seconds (None: the default)
-    ledger_dir: str | None = None  # the skip ledger of the run in progress
-    trusted_models: tuple[str, ...] = ()  # model folders loaded with trust_remote_code
+    ledger_dir: str | None = None  # the skip ledger of the run, its map workers' counts
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -40,9 +38,8 @@ class RunOptions:
         values = json.loads(text)
         names = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in values.items() if k in names}
-        for name in ("prompt_columns", "trusted_models"):
-            if name in kept:
-                kept[name] = tuple(kept[name])
+        if "prompt_columns" in kept:
+            kept["prompt_columns"] = tuple(kept["prompt_columns"])
         return cls(**kept)
 
 
@@ -63,21 +60,18 @@ def current_options() -> RunOptions:
     return _parsed[1]
 
 
-def update_options(**changes: Any) -> RunOptions:
-    """Set some options for this process and the processes it starts from now on."""
-    options = dataclasses.replace(current_options(), **changes)
+def fix(options: RunOptions) -> RunOptions | None:
+    """Fix ``options`` for this process and the processes it starts, before upstream starts
+    (the entry point; a run without one, at its start: data/account/run.py); the options as
+    they were (for ``restore``: None when none were set)."""
+    before = current_options() if os.environ.get(RUN_ENV) else None
     os.environ[RUN_ENV] = options.to_json()
-    return options
+    return before
 
 
 def restore(options: RunOptions | None) -> None:
-    """Put back what ``current_options()`` returned earlier (None: the variable was unset)."""
+    """Put back what ``fix`` returned (None: the variable was unset)."""
     if options is None:
         os.environ.pop(RUN_ENV, None)
     else:
         os.environ[RUN_ENV] = options.to_json()
-
-
-def saved() -> RunOptions | None:
-    """The options as set now, or None when the variable is unset (for ``restore``)."""
-    return current_options() if os.environ.get(RUN_ENV) else None

@@ -1,6 +1,6 @@
 """What a fix declares about upstream (``Target``, ``Shape``, ``ReleaseRange``) and the one shape
 check that reads it: ``check`` resolves the targets once, decides the verdict with its reason and
-hands the resolved objects to the fix (``Found``). Nothing here imports upstream: a target outside
+hands the fix the resolved objects (``Resolved``). Nothing here imports upstream: a target outside
 the module being imported is read from ``sys.modules`` or looked for on disk."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ _DEFERRED = object()  # a target in a module that exists but is not imported yet
 
 
 @dataclass
-class Found:
+class Resolved:
     """What ``check`` resolved for one import: the shape that fits, and each target's object
     (None when absent; only optional targets may be)."""
 
@@ -189,14 +189,14 @@ def _when_fits(shape: Shape, module_name: str, module: ModuleType) -> bool:
     return True
 
 
-def check(fix: Fix, module_name: str, module: ModuleType) -> tuple[Verdict, Found | None]:
+def check(fix: Fix, module_name: str, module: ModuleType) -> tuple[Verdict, Resolved | None]:
     """The verdict for one import of one of ``fix.modules``: the first shape whose ``when``
     fits decides (applied, or not-applicable naming the first target that does not fit); with
     none, ``fix.otherwise`` (e.g. not-needed: this release has no such problem)."""
     for shape in fix.shapes:
         if not _when_fits(shape, module_name, module):
             continue
-        found = Found(module_name, module, shape, fix.modules)
+        found = Resolved(module_name, module, shape, fix.modules)
         for target in shape.targets:
             value = _resolve(target, module_name, module)
             reason = _fits(target, value)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 PREPROCESSING = "speculators.data_generation.preprocessing"
+#: 0.8+: the HTTP client preprocessing renders through (``render_conversation``, ``_post``).
+RENDER_CLIENT = "speculators.data_generation.render_client"
 CLI_PREPARE_DATA = "speculators.cli.prepare_data"
 #: 0.8+: ``speculators regenerate-responses`` (on-policy replies through a vLLM server).
 CLI_REGENERATE = "speculators.cli.regenerate_responses"

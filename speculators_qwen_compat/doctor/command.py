@@ -16,16 +16,16 @@ from typing import Any, TextIO
 
 from speculators_qwen_compat.cli import flags
 from speculators_qwen_compat.cli import support as cli_support
-from speculators_qwen_compat.cli.support import apply_data_flags, debug_requested, run_main
+from speculators_qwen_compat.cli.support import data_options, debug_requested, fixed_run, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.data.account.quality import LABELS
-from speculators_qwen_compat.data.normalize import media_paths
-from speculators_qwen_compat.data.render.media import choose_processor_kwargs
+from speculators_qwen_compat.data.normalize import inline_media
+from speculators_qwen_compat.data.normalize.batch import RENDER
 from speculators_qwen_compat.doctor import media_endpoint
 from speculators_qwen_compat.doctor.drafter_view import print_drafter_view
 from speculators_qwen_compat.doctor.dry_run import DryRun, data_files, dry_run
 from speculators_qwen_compat.doctor.endpoint import check_endpoint, print_check, verdict
-from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, detect_strategy
+from speculators_qwen_compat.doctor.mask_strategy import detect_strategy
 from speculators_qwen_compat.doctor.media_report import ReleaseProcessor
 from speculators_qwen_compat.doctor.media_report import build as build_media
 from speculators_qwen_compat.doctor.media_report import lines as media_lines
@@ -36,6 +36,7 @@ from speculators_qwen_compat.doctor.template_profile import (
     profile_template,
 )
 from speculators_qwen_compat.doctor.training_view import print_training_view
+from speculators_qwen_compat.route.declaration import generation as route_generation
 
 SAMPLE_CHARS = 4000
 GREEN, RESET = "\x1b[32m", "\x1b[0m"
@@ -66,10 +67,20 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     if args.rows < 1 or args.seq_length < 1 or args.num_preprocessing_workers < 1:
         raise CompatError("--rows, --seq-length and --num-preprocessing-workers must be positive")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    apply_data_flags(args)
-    choose_processor_kwargs(getattr(args, "mm_processor_kwargs", None))
-    media_paths.choose_root(getattr(args, "media_dir", None))
+    options = data_options(args)
     files, data_words = data_files(args.data)  # a wrong path fails before the slow imports
+    if files:  # inline images judged as prepare_data judges them: written once, to a folder
+        # of this process removed at its exit (inline_media.py), nothing beside any output
+        options["inline_media_dir"] = str(inline_media.scratch_folder())
+    with fixed_run(**options):  # the run's options, fixed once, as prepare_data fixes them
+        _examine(args, out, files, data_words)
+
+
+def _examine(
+    args: argparse.Namespace, out: TextIO, files: list[Path], data_words: list[str]
+) -> None:
+    """Under the run's options: the template, the masks, the training view, the data's first
+    rows, the endpoint."""
     pads_problem: str | None = None
     tokenizer = load_tokenizer(args.model)
     try:
@@ -82,7 +93,8 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
     print_profile(profile, out)
 
     release, preprocessing = import_preprocessing()
-    strategy = detect_strategy(preprocessing, tokenizer, args.model)
+    generation = route_generation(preprocessing).GENERATION  # the route the run takes
+    strategy = detect_strategy(preprocessing, tokenizer)
     print(f"masks (speculators {release}):", file=out)
     for line in strategy.describe():
         print(f"  {line}", file=out)
@@ -98,16 +110,14 @@ def _doctor(args: argparse.Namespace, out: TextIO) -> None:
                 result.lines, result.sources, args.model, args.num_preprocessing_workers,
                 args.seq_length, args,
             )  # fmt: skip
-        renders = strategy.kind == RENDER_BOUNDARY
-        print_dry_run(result, args.rows, tokenizer, out, sample, renders)
+        print_dry_run(result, args.rows, tokenizer, out, sample, generation == RENDER)
         if sample is not None and sample.failed:
             raise CompatError(
                 f"prepare_data fails on the first {len(result.lines)} rows "
                 f"(--num-preprocessing-workers {sample.workers}): {sample.error}"
             )
         if result.media.conversations:
-            local_template = strategy.kind != RENDER_BOUNDARY
-            build_media(result.media, result.media_samples, loaded, preprocessing, local_template)
+            build_media(result.media, result.media_samples, loaded, preprocessing, generation)
             for line in media_lines(result.media):
                 print(line, file=out)
             if args.endpoint and result.media_samples and loaded.multimodal():

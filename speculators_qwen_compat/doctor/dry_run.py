@@ -1,27 +1,27 @@
 """``doctor``'s pass over the first rows of a data file: what prepare_data would keep and skip.
 
-Reads, normalises and masks rows with the run's own code (data/read/files.py, the conversations
-fix's batch reader, mask_strategy.py) and counts skips in a ledger, so the reasons are the
-strings the run's ``compat_report.json`` would hold. Nothing is written.
+Each row goes through the run's own stages (mask_strategy.py ``rows``: upstream's batch function
+with the fixes on), which count it in a ledger, so the reasons are the strings the run's
+``compat_report.json`` would hold. Nothing is written.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.data.account import ledger
 from speculators_qwen_compat.data.account.ledger import Ledger, Tally
-from speculators_qwen_compat.data.normalize import inline_media, processor_media
-from speculators_qwen_compat.data.normalize.normalize import BadConversation
+from speculators_qwen_compat.data.normalize.normalize import BadConversation, normalize_row
 from speculators_qwen_compat.data.read import sources
-from speculators_qwen_compat.data.read.files import LINE_COLUMN, SOURCE_COLUMN, read_rows
-from speculators_qwen_compat.doctor.mask_strategy import RENDER_BOUNDARY, MaskStrategy, Row
+from speculators_qwen_compat.data.read.columns import ColumnOptions
+from speculators_qwen_compat.data.read.files import read_rows
+from speculators_qwen_compat.doctor.mask_strategy import MaskStrategy, Row
 from speculators_qwen_compat.doctor.media_report import SHOWN, MediaReport, ReleaseProcessor, count
-from speculators_qwen_compat.fixes.data.conversations import read_batch
-from speculators_qwen_compat.fixes.data.row_guard import NOTHING_TO_SUPERVISE
 
 
 @dataclass
@@ -80,40 +80,31 @@ def dry_run(
     images or videos, on <= 0.7, to skip them as the run does:
     data/normalize/processor_media.py)."""
     raw = read_rows(files, conversations_key, keep=max_rows)
-    # inline images judged as prepare_data judges them: written once, to a folder of this
-    # process removed at its exit (data/normalize/inline_media.py), so nothing is left beside
-    # any output
-    inline_media.scratch_folder()
     result = DryRun(rows_total=raw.total, pretokenized=raw.pretokenized)
     result.lines, result.sources = raw.lines, raw.sources
     if raw.pretokenized:  # upstream passes such rows through untouched
         return result
     lines, sources = raw.lines, raw.sources
-    run = Ledger()
+    counts = Ledger(str(current_options().ledger_dir))
     best = -1
     try:
         with ledger.batch(len(lines)):
-            local_template = strategy.kind != RENDER_BOUNDARY  # <= 0.7 apply the template
-            batch = read_batch({LINE_COLUMN: lines, SOURCE_COLUMN: sources}, local_template)
-            conversations = batch["conversations"]
-            tools = batch.get("tools") or [None] * len(conversations)
-            for conversation, conv_tools, where in zip(
-                conversations, tools, batch[SOURCE_COLUMN], strict=True
-            ):
-                if count(result.media, conversation):
+            for line, where in zip(lines, sources, strict=True):
+                conversation = _read(line, where)
+                processor = strategy.tokenizer
+                if conversation is not None and count(result.media, conversation):
                     if len(result.media_samples) < SHOWN:
                         result.media_samples.append((where, conversation))
-                    if loaded is not None and not local_template:
-                        loaded.render_with_it()
-                    # a processor that does not load stops the run: media_report says so
-                    if local_template and loaded is not None and loaded.get()[1] is None:
-                        try:
-                            processor_media.for_local_template(conversation, loaded.multimodal())
-                        except BadConversation as exc:
-                            ledger.skip(str(exc), where)
-                            continue
-                rows = _supervised_rows(strategy, conversation, conv_tools, max_length, where)
-                if not rows:
+                    if loaded is not None and loaded.get()[0] is not None:
+                        processor = loaded.get()[0]  # what the run loads: it reads the images
+                try:
+                    rows = strategy.rows(line, where, processor, max_length)
+                except CompatError:
+                    raise
+                except Exception as exc:  # counted as the run counts it (ledger.py reject)
+                    ledger.reject(exc, where)
+                    continue
+                if not rows or conversation is None:
                     continue
                 result.rows_out += len(rows)
                 # Show a conversation with several assistant turns when there is one.
@@ -121,21 +112,17 @@ def dry_run(
                 if score > best:
                     best, result.sample = score, Sample(where, rows)
     finally:
-        result.tally = run.close()
+        result.tally = counts.close()
     return result
 
 
-def _supervised_rows(
-    strategy: MaskStrategy, conversation: list[dict[str, Any]], tools: Any, limit: int, where: str
-) -> list[Row]:
+def _read(line: str, source: str) -> list[dict[str, Any]] | None:
+    """A sampled row's conversation as the run reads it, for the media report and the choice
+    of sample (None where the run skips it: the run's stages count why)."""
     try:
-        rows = strategy.rows(conversation, tools, limit)
-    except Exception as exc:  # counted as the run counts it (data/account/ledger.py reject)
-        ledger.reject(exc, where)
-        return []
-    rows = [row for row in rows if any(row.loss_mask)]
-    if rows:
-        ledger.keep()
-    else:
-        ledger.skip(NOTHING_TO_SUPERVISE, where)
-    return rows
+        row = json.loads(line)
+        if not isinstance(row, dict):
+            return None
+        return normalize_row(row, ColumnOptions.of_this_run(), None, source).conversation
+    except (ValueError, BadConversation):
+        return None

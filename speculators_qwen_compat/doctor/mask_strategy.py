@@ -1,8 +1,7 @@
-"""How the installed speculators release turns one conversation into masked rows, for ``doctor``.
-
-<= 0.7: one row per conversation (transformers' assistant mask when the fixed probe finds one,
-else upstream's pattern); 0.8+: one row per assistant turn, upstream's ``_render_boundary_rows``
-rendering locally. Rows are clipped to ``--seq-length`` as the run's are.
+"""How the installed speculators release masks a conversation, for ``doctor``: the kind, decided as
+the release decides it (its assistant-mask probe through the run's mask_probe stage, its pattern),
+and the rows one sampled row gives: upstream's batch function on it alone with every stage of the
+run (route/), so doctor's rows, skips and reasons are the run's own.
 """
 
 from __future__ import annotations
@@ -13,16 +12,12 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError, reason_of
 from speculators_qwen_compat.core.fix import FixState
-from speculators_qwen_compat.data.render import render as local_renderer
-from speculators_qwen_compat.data.render.weights import (
-    assistant_ordinals,
-    drop_context_rows,
-    unset_matches,
-    unset_runs,
-)
-from speculators_qwen_compat.fixes.data.local_render import LOCAL
-from speculators_qwen_compat.fixes.data.mask_probe import supports_assistant_mask
-from speculators_qwen_compat.fixes.route import context_of
+from speculators_qwen_compat.core.upstream import parameters
+from speculators_qwen_compat.data.normalize.batch import RENDER
+from speculators_qwen_compat.data.normalize.processor_media import is_multimodal
+from speculators_qwen_compat.data.read.files import LINE_COLUMN, SOURCE_COLUMN
+from speculators_qwen_compat.data.render.endpoint import local_endpoint
+from speculators_qwen_compat.route.declaration import generation
 
 HF_MASK = "hf-assistant-mask"
 PATTERN = "pattern"
@@ -41,7 +36,6 @@ class MaskStrategy:
     preprocessing: ModuleType
     tokenizer: Any
     pattern: str | None = None
-    endpoint: str | None = None
 
     def describe(self) -> list[str]:
         """Lines telling how masks are made and which text is supervised."""
@@ -64,52 +58,38 @@ class MaskStrategy:
             "by the vLLM server given as --render-endpoint URL (token-identical, images included)",
         ]
 
-    def rows(self, conversation: list[dict[str, Any]], tools: Any, max_length: int) -> list[Row]:
-        """The rows this conversation gives; raises what the release's render raises."""
-        tools = self._tools(tools)
-        # weight-0 assistant turns (route.py ReadConversation): context, as the run keeps them
-        context = list(context_of(conversation))
-        ordinals = assistant_ordinals(conversation, context)
-        assistant_turns = sum(turn.get("role") == "assistant" for turn in conversation)
-        if self.kind == RENDER_BOUNDARY:
-            built = self.preprocessing._render_boundary_rows(
-                conversation, self.endpoint, max_length, tools=tools
-            )
-            # the run's row guard drops the rows of weight-0 turns (fixes/data/row_guard.py)
-            built = drop_context_rows(built, context)
-            return [Row(r["input_ids"][:max_length], r["loss_mask"][:max_length]) for r in built]
-        if self.kind == HF_MASK:
-            encoded = self.tokenizer.apply_chat_template(
-                conversation,
-                tools=tools,
-                tokenize=True,
-                return_assistant_tokens_mask=True,
-                return_dict=True,
-            )
-            ids, mask = list(encoded["input_ids"]), list(encoded["assistant_masks"])
-            if ordinals:  # the run's row guard unsets the weight-0 turns' spans the same way
-                unset_runs(mask, ordinals, assistant_turns, clipped=False)
-            return [Row(ids[:max_length], [int(m) for m in mask[:max_length]])]
-        text = self.tokenizer.apply_chat_template(conversation, tools=tools, tokenize=False)
-        encoded = self.tokenizer(
-            text,
-            return_offsets_mapping=True,
-            max_length=max_length,
-            truncation=True,
-            add_special_tokens=False,
-        )
-        mask = self.preprocessing._create_loss_mask_from_offsets(
-            text, encoded["offset_mapping"], self.pattern
-        )
-        if ordinals:
-            offsets = encoded["offset_mapping"]
-            unset_matches(mask, text, offsets, self.pattern, ordinals, assistant_turns)
-        return [Row(list(encoded["input_ids"]), [int(m) for m in mask])]
+    def rows(self, line: str, source: str, processor: Any, max_length: int) -> list[Row]:
+        """The rows the run writes for one sampled row (its JSON text, read from ``source``):
+        upstream's ``_preprocess_batch`` on it alone, through the run's stages (read, guarded,
+        rendered or masked, counted in the open batch), with ``processor`` as the run loads it."""
+        batch = self.preprocessing._preprocess_batch
+        names = parameters(batch)
+        given: dict[str, Any] = {
+            "examples": {LINE_COLUMN: [line], SOURCE_COLUMN: [source]},
+            "max_length": max_length,
+        }
+        if self.kind == RENDER_BOUNDARY:  # as build_speculator_training_dataset calls it
+            given["is_multimodal"] = is_multimodal(processor)
+            given["render_endpoint"] = local_endpoint(processor)
+        else:  # as build_eagle3_dataset calls it
+            given["tokenizer" if "tokenizer" in names else "processor"] = processor
+            given["assistant_pattern"] = self.pattern  # None: the HF assistant mask
+            if "turn_dropout" in names:
+                given["turn_dropout"] = False
+        return _rows(batch(**given))
 
-    def _tools(self, tools: Any) -> Any:
-        # Only 0.7+ hand a row's tools to the template, parsed by _parse_conv_tools.
-        parse = getattr(self.preprocessing, "_parse_conv_tools", None)
-        return parse(tools, 0) if parse is not None and tools else None
+
+def _rows(out: Any) -> list[Row]:
+    """The rows of upstream's batch output (a dict of tensors, or the Arrow table the
+    messages_json stage hands datasets)."""
+    if hasattr(out, "column_names"):  # a pyarrow Table
+        out = {name: out.column(name).to_pylist() for name in ("input_ids", "loss_mask")}
+    ids, masks = out.get("input_ids", []), out.get("loss_mask", [])
+    return [Row(_ints(i), _ints(m)) for i, m in zip(ids, masks, strict=True)]
+
+
+def _ints(values: Any) -> list[int]:
+    return [int(v) for v in (values.tolist() if hasattr(values, "tolist") else values)]
 
 
 def pattern_literal(pattern: str) -> str:
@@ -117,21 +97,27 @@ def pattern_literal(pattern: str) -> str:
     return pattern.replace("\\\n", "\\n").replace("\n", "\\n")
 
 
-def detect_strategy(preprocessing: ModuleType, tokenizer: Any, model: str) -> MaskStrategy:
-    """The strategy the release will use for this tokenizer's template, decided by shape."""
-    if callable(getattr(preprocessing, "_render_boundary_rows", None)):
+def detect_strategy(preprocessing: ModuleType, tokenizer: Any) -> MaskStrategy:
+    """The strategy the release will use for this tokenizer's template, decided as its dataset
+    builder decides it."""
+    if generation(preprocessing).GENERATION == RENDER:  # the route the run takes (route/)
         _require_local_render()
-        local_renderer.remember(model, tokenizer)
-        return MaskStrategy(RENDER_BOUNDARY, preprocessing, tokenizer, endpoint=f"{LOCAL}:{model}")
+        return MaskStrategy(RENDER_BOUNDARY, preprocessing, tokenizer)
     detect = getattr(preprocessing, "_detect_assistant_pattern", None)
     if not callable(detect):
         raise CompatError(
-            "this speculators release has neither _render_boundary_rows nor "
+            "this speculators release has neither render_conversation nor "
             "_detect_assistant_pattern: doctor does not know how it masks"
         )
-    if hasattr(preprocessing, "_supports_assistant_mask") and supports_assistant_mask(
-        getattr(preprocessing, "_adapt_conv_for_hf", None), tokenizer
-    ):
+    probe = getattr(preprocessing, "_supports_assistant_mask", None)
+    try:  # the release's probe, through the run's mask_probe stage
+        hf_mask = callable(probe) and probe(tokenizer)
+    except Exception as exc:
+        raise CompatError(
+            f"upstream's _supports_assistant_mask fails on this template ({reason_of(exc)}), "
+            "so prepare_data would stop; switch the mask_probe fix on"
+        ) from exc
+    if hf_mask:
         return MaskStrategy(HF_MASK, preprocessing, tokenizer)
     try:
         pattern = detect(tokenizer)

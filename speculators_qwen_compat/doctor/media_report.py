@@ -14,6 +14,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.data.normalize import processor_media
+from speculators_qwen_compat.data.normalize.batch import SCRIPT
 from speculators_qwen_compat.data.render import render as local_renderer
 
 #: Media conversations shown one by one.
@@ -64,13 +65,6 @@ class ReleaseProcessor:
     def multimodal(self) -> bool:
         return processor_media.is_multimodal(self.get()[0])
 
-    def render_with_it(self) -> None:
-        """0.8+: local rendering of this model uses the processor the run loads (it reads the
-        images), not the tokenizer doctor probed the template with."""
-        processor = self.get()[0]
-        if processor_media.is_multimodal(processor):
-            local_renderer.remember(self._model, processor)
-
 
 def count(report: MediaReport, conversation: list[dict[str, Any]]) -> bool:
     """Add the conversation's media to the counts; True when it has any."""
@@ -88,7 +82,7 @@ def build(
     samples: list[tuple[str, list[dict[str, Any]]]],
     loaded: ReleaseProcessor,
     preprocessing: ModuleType,
-    local_template: bool,
+    generation: str,
 ) -> MediaReport:
     """Fill in how the run tokenizes the media conversations ``samples`` (the first few)."""
     processor, load_error = loaded.get()
@@ -110,7 +104,7 @@ def build(
         # images for a target without an image processor, as vLLM does (data/render/media.py)
         report.how = "the run loads a tokenizer: image/video conversations are skipped"
         why = "the target has no image processor"
-        if local_template:
+        if generation == SCRIPT:
             why = processor_media.NEEDS_PROCESSOR
         found = f"{report.conversations} conversations with images or videos"
         report.warnings.append(f"{found} would be skipped: {why}")
@@ -118,11 +112,11 @@ def build(
     name = type(processor).__name__
     report.how = (
         f"the template is applied with the target's processor ({name}), as upstream does"
-        if local_template
+        if generation == SCRIPT
         else f"rendered in-process (--render-endpoint local) with the target's processor ({name})"
     )
     for source, conversation in samples:
-        report.rows.append(_row(source, conversation, processor, preprocessing, local_template))
+        report.rows.append(_row(source, conversation, processor, preprocessing, generation))
     for row in report.rows:
         if row.problem:
             report.warnings.append(f"{row.source}: {row.problem}")
@@ -140,13 +134,13 @@ def _row(
     conversation: list[dict[str, Any]],
     processor: Any,
     preprocessing: ModuleType,
-    local_template: bool,
+    generation: str,
 ) -> MediaRow:
     parts = processor_media.media_parts(conversation)
     images = sum(processor_media.kind_of(p) == "image" for p in parts)
     row = MediaRow(source, images)
     try:
-        readable = processor_media.for_local_template(conversation, True)
+        readable = processor_media.for_processor(conversation, True)
         encoded = processor.apply_chat_template(
             _as_parts(readable), tokenize=True, return_dict=True
         )
@@ -157,7 +151,7 @@ def _row(
     grid = encoded.get("image_grid_thw")
     row.per_image = [int(g.prod()) // merge**2 for g in grid] if grid is not None else []
     pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
-    if local_template:  # upstream's own call: the processor's ids are the row
+    if generation == SCRIPT:  # upstream's own call: the processor's ids are the row
         row.written = list(encoded["input_ids"][0]).count(pad)
         return row
     adapt = getattr(preprocessing, "_adapt_conv_for_vllm", None)

@@ -1,7 +1,7 @@
 """The fixes, in the order they are applied, each as "package.module:ClassName": nothing of a
 fix is imported before a module it targets is (core/fix.py ``FixEntry``). Where a row goes through
-upstream, and which fixes wrap each function in which order, is declared in route.py: a function
-several fixes wrap is wrapped once, its stages in route.py's order whatever the order here."""
+upstream, and which fixes wrap each function in which order, is declared in route/: a function
+several fixes wrap is wrapped once, its stages in the route's order whatever the order here."""
 
 from speculators_qwen_compat.core.fix import FixEntry
 from speculators_qwen_compat.core.upstream import (

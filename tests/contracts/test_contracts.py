@@ -158,7 +158,7 @@ def test_supports_assistant_mask(probes: tuple[dict, dict]) -> None:
     check("_supports_assistant_mask", probes)
 
 
-@pytest.mark.skipif(Version("0.8") <= RELEASE, reason="0.8+ batch through the render path")
+@pytest.mark.skipif(Version("0.8") <= RELEASE, reason="0.8+ batch through the render generation")
 def test_preprocess_batch(probes: tuple[dict, dict]) -> None:
     check("_preprocess_batch", probes)
 

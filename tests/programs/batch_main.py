@@ -13,10 +13,9 @@ behind for the next, and how each case starts as a fresh interpreter would:
 - put back after every case: the environment, the working directory, ``warnings``' filters
   and its once-per-location memory (``warnings.catch_warnings`` resets both), and context
   variables (each case runs in a copy of the batch's context): the package's run state
-  travels with the call that owns it (docs/maintainers.md, "Run state"): the caller's run
-  report (fixes/data/run_report.py ``reporting``), the open run's ledger and batch counts
-  (data/account/ledger.py ``batch``), the row being rendered (data/render/weights.py
-  ``rendering_row``);
+  travels with the call that owns it (docs/maintainers.md, "Run state"): the run the entry
+  point opens (core/run.py ``running``: its options, ledger and outcome) and the batch being
+  counted (data/account/ledger.py ``batch``);
 - reset before every case by the package's own function: the reasons the skip ledger logged
   once outside a run (``ledger.forget_logged_reasons``), process-wide as ``warnings``' own;
 - the same for every case, so left as they are: the fixes' registry (installed once; every

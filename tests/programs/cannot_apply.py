@@ -13,7 +13,7 @@ from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, FixEntry, Patcher
 from speculators_qwen_compat.core.registry import _Registry
-from speculators_qwen_compat.core.targets import Found, Shape, Target
+from speculators_qwen_compat.core.targets import Resolved, Shape, Target
 
 TARGET = "stand_in_target"  # beside this program, on sys.path when it runs by path
 
@@ -22,7 +22,7 @@ class Raises(Fix):
     name, modules = "raises", (TARGET,)
     shapes = (Shape("fits", (Target(TARGET, "f"),)),)
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         owner, name = found.owner_and_name(self.shapes[0].targets[0])
         patcher.wrap(owner, name, lambda wrapped, instance, args, kwargs: "patched")
         raise RuntimeError("boom")

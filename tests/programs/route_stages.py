@@ -1,6 +1,7 @@
-"""The route as applied (test_route.py): imports upstream's modules with the fixes on (the venv's
-.pth) and prints, per function several fixes wrap, the stages set on its one wrapper and how
-many of our wrappers lie between it and upstream's function, as JSON."""
+"""The routes as applied (test_route.py): imports upstream's modules with the fixes on (the venv's
+.pth) and prints, per function the installed generation's route or the training stages name, the
+stages set on its one wrapper and how many of our wrappers lie between it and upstream's
+function, as JSON."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 MODULES = (
     "speculators.data_generation.preprocessing",
+    "speculators.cli.prepare_data",
     "speculators.model",
     "speculators.train.trainer",
 )
@@ -30,7 +32,8 @@ def main() -> int:
     import speculators_qwen_compat
     from speculators_qwen_compat.core.fix import Route
     from speculators_qwen_compat.core.registry import registry
-    from speculators_qwen_compat.fixes.route import ROUTE
+    from speculators_qwen_compat.fixes.training.stages import ORDER
+    from speculators_qwen_compat.route.declaration import generation
 
     for name in MODULES:
         with contextlib.suppress(ImportError):  # a release without the module
@@ -43,10 +46,12 @@ def main() -> int:
         for target in shape.targets
     }
     found: dict[str, Any] = {}
-    for path, stops in ROUTE.items():
-        if len(stops) < 2 or path not in homes or homes[path] not in sys.modules:
+    wrapped = {c.path: c.module for _, c in generation().ROUTE.walk() if c.order}
+    for path in [*wrapped, *ORDER]:
+        home = wrapped.get(path) or homes.get(path)
+        if home is None or home not in sys.modules:
             continue
-        value = _resolve(homes[path], path)
+        value = _resolve(home, path)
         if value is None:
             continue
         route = getattr(value, "_self_wrapper", None)

@@ -1,9 +1,9 @@
 """An entry point for batch_main.py's own test (test_batch_main.py): ``main(["dirty"])`` leaves
-behind what a run can leave in a process (a run report and a counted batch left open, a skip
+behind what a run can leave in a process (a run and a counted batch left open, a skip
 reason already logged, an environment variable, another working directory, a warnings filter);
 ``main(["look"])`` warns WARNING again (stderr shows it where filters and the once-per-place
 memory are fresh) and prints one JSON line of what it finds, as a fresh interpreter finds it:
-``{"report": null, "batch": null, "reason_logged": true, "env": null, "cwd": <the batch's>}``."""
+``{"run": null, "batch": null, "reason_logged": true, "env": null, "cwd": <the batch's>}``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import tempfile
 import warnings
 from typing import Any
 
+from speculators_qwen_compat.core import run
 from speculators_qwen_compat.data.account import ledger
-from speculators_qwen_compat.fixes.data import run_report
 
 REASON = "state_probe's reason"
 VARIABLE = "STATE_PROBE_LEFT_BEHIND"
@@ -52,7 +52,7 @@ def _warn() -> None:
 def main(argv: list[str]) -> int:
     if argv == ["dirty"]:
         _reason_logged()
-        for opened in (run_report.reporting(announce=False), ledger.batch(1)):
+        for opened in (run.running(announce=False), ledger.batch(1)):
             opened.__enter__()  # never left, as a crash can leave them
             _LEFT_OPEN.append(opened)  # (kept: collecting a generator would leave it)
         _warn()
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     print(
         json.dumps(
             {
-                "report": None if run_report._report.get() is None else "left",
+                "run": None if run._run.get() is None else "left",
                 "batch": None if ledger._open.get() is None else "left",
                 "reason_logged": _reason_logged(),
                 "env": os.environ.get(VARIABLE),

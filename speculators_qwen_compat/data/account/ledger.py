@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.data.account.quality import QualityStats
 from speculators_qwen_compat.data.read import run_folders
 
@@ -55,36 +55,59 @@ class _Pending:
         )
 
 
-#: The batch being counted: opened by the outermost ``batch`` (the first fix's wrapper around
-#: upstream's batch function), written by every fix called inside it, written out when it
-#: ends. It travels with the call, so nothing outlives the batch.
-_open: ContextVar[_Pending | None] = ContextVar("speculators_qwen_compat_batch", default=None)
+@dataclass
+class Batch:
+    """The batch in progress in this process: its counts (``counts``, written to the run's
+    ledger when it ends) and what the stages inside upstream's batch function hand each other
+    (route/render.py, route/script.py), so no stage shares a closure with another."""
+
+    counts: _Pending
+    #: each conversation's ``file:line`` (the row guard's examples of a skip)
+    sources: list[str] | None = None
+    #: ``--minimum-valid-tokens``: the row guard filters on it to count such rows
+    minimum: int | None = None
+    #: 0.8+: why the conversation being rendered failed, for its count
+    render_error: Exception | None = None
+    #: <= 0.7: the row upstream renders alone, for its weight-0 turns (data/render/weights.py)
+    row: Any = None
+
+
+#: The batch being counted: opened by the outermost ``batch`` (the first stage around upstream's
+#: batch function), read by every stage called inside it, written out when it ends. It travels
+#: with the call, so nothing outlives the batch.
+_open: ContextVar[Batch | None] = ContextVar("speculators_qwen_compat_batch", default=None)
 #: Reasons logged outside a run, once per process (as ``warnings`` shows a warning once).
 _warned_reasons: set[str] = set()
 
 
 @contextmanager
-def batch(rows: int) -> Iterator[None]:
+def batch(rows: int) -> Iterator[Batch]:
     """Count ``rows`` as read; the outermost batch writes what was counted when it ends (a
-    batch opened inside another counts into the outer one)."""
-    if _open.get() is not None:
-        yield
+    batch opened inside another is that one)."""
+    opened = _open.get()
+    if opened is not None:
+        yield opened
         return
-    pending = _Pending(seen=rows)
-    token = _open.set(pending)
+    opened = Batch(_Pending(seen=rows))
+    token = _open.set(opened)
     try:
-        yield
+        yield opened
     finally:
         _open.reset(token)
-        _write(pending)
+        _write(opened.counts)
+
+
+def open_batch() -> Batch | None:
+    """The batch in progress in this process, if any."""
+    return _open.get()
 
 
 @contextmanager
 def _counting() -> Iterator[_Pending]:
     """The open batch's counts, or outside any batch counts written at once."""
-    pending = _open.get()
-    if pending is not None:
-        yield pending
+    opened = _open.get()
+    if opened is not None:
+        yield opened.counts
         return
     alone = _Pending()
     yield alone
@@ -138,8 +161,8 @@ def data_read(record: dict[str, Any]) -> None:
 def quality() -> QualityStats:
     """The open batch's data-quality statistics, to add rows to (outside a batch: statistics
     nobody reads)."""
-    pending = _open.get()
-    return pending.quality if pending is not None else QualityStats()
+    opened = _open.get()
+    return opened.counts.quality if opened is not None else QualityStats()
 
 
 def forget_logged_reasons() -> None:
@@ -255,15 +278,25 @@ class Tally:
         return f"{line}; {warned}" if warned else line
 
 
-class Ledger:
-    """A ledger directory for one run; ``close()`` adds it up and removes it."""
+def make_folder() -> Path:
+    """A ledger folder for one run (its options name it, so every map worker writes there),
+    owned and swept like a run folder: a killed run's ledger does not stay in /tmp."""
+    return run_folders.make(Path(tempfile.gettempdir()), "sqc-ledger-")
 
-    def __init__(self) -> None:
-        # owned and swept like a run folder: a killed run's ledger does not stay in /tmp
-        self.folder = run_folders.make(Path(tempfile.gettempdir()), "sqc-ledger-")
-        self.directory = str(self.folder)
-        self._previous = current_options().ledger_dir
-        update_options(ledger_dir=self.directory)
+
+def release(folder: Path) -> None:
+    run_folders.release(folder)
+
+
+class Ledger:
+    """The counts of one run of upstream's in the ledger folder its options name: what an
+    earlier run in the same folder wrote is cleared first; ``close()`` adds it up and removes
+    the folder (the run's map is over: a run killed later leaves no ledger behind)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        for path in Path(directory).glob("*.jsonl"):
+            path.unlink()
 
     def tally(self) -> Tally:
         tally = Tally()
@@ -287,6 +320,5 @@ class Ledger:
 
     def close(self) -> Tally:
         tally = self.tally()
-        update_options(ledger_dir=self._previous)
-        run_folders.release(self.folder)
+        release(Path(self.directory))
         return tally

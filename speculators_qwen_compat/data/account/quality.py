@@ -80,7 +80,7 @@ class QualityStats:
         column: str,
         conversation: list[dict[str, Any]],
         tools: Any = None,
-        context: list[int] | None = None,
+        zero_weight_turns: list[int] | None = None,
         raw: str | None = None,
     ) -> None:
         """Count one kept row; ``raw``: its JSON text as read (hashed for the duplicate check,
@@ -95,7 +95,7 @@ class QualityStats:
             text = _text(turn.get("content")).strip()
             if text or turn.get("tool_calls") or turn.get("reasoning_content"):
                 answered = True
-            if not text or turn.get("tool_calls") or index in (context or ()):
+            if not text or turn.get("tool_calls") or index in (zero_weight_turns or ()):
                 continue
             stats.replies += 1
             stats.texts[text[:200]] += 1

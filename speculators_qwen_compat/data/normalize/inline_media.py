@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.data.render.media_faults import UNREADABLE, checked, reason
 
 #: The media folder's name beside ``--output``: ``<output>-media``.
@@ -46,14 +46,10 @@ def folder_for(output: Path) -> Path:
     return absolute.with_name(absolute.name + SUFFIX)
 
 
-def choose_folder(output: Path | None) -> Path | None:
-    """Export the media folder of a run writing ``output`` (None: no folder, inline images are
-    skips) for this process and its map workers; the folder is made on the first image."""
-    if output is None:
-        update_options(inline_media_dir=None)
-        return None
+def choose_folder(output: Path) -> Path:
+    """The media folder of a run writing ``output`` (for its options), what killed writers left
+    there swept first; the folder itself is made on the first image."""
     folder = folder_for(output)
-    update_options(inline_media_dir=str(folder))
     sweep_dead_writers(folder)
     return folder
 
@@ -110,8 +106,8 @@ def kept_note() -> str:
 
 
 def scratch_folder() -> Path:
-    """A media folder for a run that writes no output (doctor): made in the temp folder,
-    removed when this process exits; the run's own folder when one is set."""
+    """A media folder for a run that writes no output (doctor), for its options: made in the
+    temp folder, removed when this process exits; the folder the options name when they do."""
     folder = media_folder()
     if folder is not None:
         return folder
@@ -120,7 +116,6 @@ def scratch_folder() -> Path:
 
     made = Path(tempfile.mkdtemp(prefix="speculators-qwen-compat-media-"))
     atexit.register(shutil.rmtree, made, True)
-    update_options(inline_media_dir=str(made))
     return made
 
 

@@ -56,8 +56,9 @@ class MediaFormError(ValueError):
         self.detail = detail
 
 
-def upstream_part(part: Any) -> Any:
-    """One content part in upstream's media form (module docstring); other parts unchanged."""
+def upstream_part(part: Any, source: str | None = None) -> Any:
+    """One content part in upstream's media form (module docstring); other parts unchanged.
+    ``source``: where its row was read (``file:line``), for a relative path."""
     if not isinstance(part, Mapping):
         return part
     kind = str(part.get("type") or "")
@@ -69,34 +70,34 @@ def upstream_part(part: Any) -> Any:
             if kind == "input_image" and part.get("file_id"):
                 raise MediaFormError(RESPONSES_FILE_ID)
             return part  # upstream names what it cannot read
-        return _source_part("video" if kind == "video_url" else "image", url)
+        return _source_part("video" if kind == "video_url" else "image", url, source)
     if kind not in KINDS:
         return part
     for key in ("path", "url"):
         value = part.get(key)
         if isinstance(value, str) and value:
-            return _source_part(kind, value)
+            return _source_part(kind, value, source)
     if "base64" in part:
         return _stored(kind, part["base64"], "a 'base64' key")
-    source = part.get("source")
-    if isinstance(source, Mapping):  # Anthropic's image block
-        return _anthropic_part(kind, source)
+    block = part.get("source")
+    if isinstance(block, Mapping):  # Anthropic's image block
+        return _anthropic_part(kind, block, source)
     value = part.get(kind)
     if isinstance(value, str) and value:
-        return _source_part(kind, value)
+        return _source_part(kind, value, source)
     if isinstance(value, list):
         raise MediaFormError(FRAME_LIST if kind == "video" else IMAGE_LIST)
     if is_image_struct(value) or is_pil(value):  # a path given resolves as any other
-        return _source_part(kind, _image_value(value, f"a {kind!r} part"))
+        return _source_part(kind, _image_value(value, f"a {kind!r} part", source), source)
     return part
 
 
-def _anthropic_part(kind: str, source: Mapping[str, Any]) -> dict[str, str]:
-    form = str(source.get("type") or "")
-    if form == "base64" and isinstance(source.get("data"), str):
-        return _stored(kind, source["data"], "an Anthropic base64 source block")
-    if form == "url" and isinstance(source.get("url"), str) and source["url"]:
-        return _source_part(kind, source["url"])
+def _anthropic_part(kind: str, block: Mapping[str, Any], source: str | None) -> dict[str, str]:
+    form = str(block.get("type") or "")
+    if form == "base64" and isinstance(block.get("data"), str):
+        return _stored(kind, block["data"], "an Anthropic base64 source block")
+    if form == "url" and isinstance(block.get("url"), str) and block["url"]:
+        return _source_part(kind, block["url"], source)
     raise MediaFormError(
         f"an Anthropic image source block of type {form or 'none'!r} (give base64 data or a url)"
     )
@@ -111,7 +112,7 @@ def _stored(kind: str, text: Any, form: str) -> dict[str, str]:
         raise MediaFormError(str(exc)) from None
 
 
-def _source_part(kind: str, value: str) -> dict[str, str]:
+def _source_part(kind: str, value: str, source: str | None = None) -> dict[str, str]:
     if value.startswith("data:"):
         if kind != "image":
             raise MediaFormError(f"inline {kind} (data: URI): give a file path or URL")
@@ -122,19 +123,19 @@ def _source_part(kind: str, value: str) -> dict[str, str]:
     if "://" in value:
         return {"type": kind, "url": value}
     try:
-        return {"type": kind, "path": resolve(value)}
+        return {"type": kind, "path": resolve(value, source)}
     except MediaFileMissing as exc:
         raise MediaFormError(str(exc), exc.resolved) from None
 
 
-def _image_value(value: Any, form: str) -> str:
+def _image_value(value: Any, form: str, source: str | None = None) -> str:
     """A ``datasets.Image()`` value (``{"bytes", "path"}``, or decoded) as a file path: its
     path when that names a file, else its bytes written once (data/normalize/inline_media.py)."""
     try:
         if is_pil(value):
             return from_pil(value)
         path, data = value.get("path"), value.get("bytes")
-        if isinstance(path, str) and path and (not data or _holds(path, data)):
+        if isinstance(path, str) and path and (not data or _holds(path, data, source)):
             return path
         if isinstance(data, (bytes, bytearray)) and data:
             return store(bytes(data), f"Image() bytes in {form}")
@@ -145,7 +146,7 @@ def _image_value(value: Any, form: str) -> str:
     raise MediaFormError(f"{form} holds an Image() value with neither bytes nor a path")
 
 
-def _holds(path: str, data: Any) -> bool:
+def _holds(path: str, data: Any, source: str | None = None) -> bool:
     """Whether an ``Image()`` value's path names a file here holding the value's own bytes
     (else the bytes are used: a Hub dataset keeps the original file name, and a file of that
     name here may be another image)."""
@@ -160,7 +161,7 @@ def _holds(path: str, data: Any) -> bool:
     if "://" in path or not isinstance(data, (bytes, bytearray)):
         return False
     try:
-        found = Path(resolve(path))
+        found = Path(resolve(path, source))
     except MediaFileMissing:
         return False
     try:
@@ -173,18 +174,20 @@ def _holds(path: str, data: Any) -> bool:
         return False
 
 
-def column_files(row: Mapping[str, Any]) -> dict[str, tuple[str, list[str]]]:
+def column_files(
+    row: Mapping[str, Any], source: str | None = None
+) -> dict[str, tuple[str, list[str]]]:
     """Per kind, the row's media column and the files it names (kinds with a column only)."""
     out: dict[str, tuple[str, list[str]]] = {}
     for kind, names in COLUMNS.items():
         for name in names:
             if row.get(name) is not None:
-                out[kind] = (name, _entries(row[name], name))
+                out[kind] = (name, _entries(row[name], name, source))
                 break
     return out
 
 
-def _entries(value: Any, column: str) -> list[str]:
+def _entries(value: Any, column: str, source: str | None = None) -> list[str]:
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
@@ -203,7 +206,7 @@ def _entries(value: Any, column: str) -> list[str]:
     files = []
     for entry in value:
         if is_pil(entry) or is_image_struct(entry):
-            entry = _image_value(entry, f"the {column!r} column")
+            entry = _image_value(entry, f"the {column!r} column", source)
         elif isinstance(entry, Mapping):
             if entry.get("base64"):
                 entry = _stored("image", entry["base64"], "a 'base64' key")["path"]
@@ -220,10 +223,12 @@ def _entries(value: Any, column: str) -> list[str]:
     return files
 
 
-def place_columns(turns: list[dict[str, Any]], row: Mapping[str, Any]) -> list[dict[str, Any]]:
+def place_columns(
+    turns: list[dict[str, Any]], row: Mapping[str, Any], source: str | None = None
+) -> list[dict[str, Any]]:
     """``turns`` with each ``<image>``/``<video>`` placeholder of a non-assistant turn replaced
     by the part naming the next file of the row's column, in order (module docstring)."""
-    files = column_files(row)
+    files = column_files(row, source)
     found = {kind: 0 for kind in KINDS}
     for turn in turns:
         if turn.get("role") != "assistant":
@@ -250,7 +255,7 @@ def place_columns(turns: list[dict[str, Any]], row: Mapping[str, Any]) -> list[d
     for turn in turns:
         content = turn.get("content")
         if turn.get("role") != "assistant" and any(_count(content, k) for k in KINDS):
-            turn = {**turn, "content": _split(content, pending)}
+            turn = {**turn, "content": _split(content, pending, source)}
         out.append(turn)
     return out
 
@@ -288,13 +293,13 @@ def _bare(part: Any) -> str | None:
     return None if named else kind
 
 
-def _split(content: Any, pending: dict[str, Any]) -> list[Any]:
+def _split(content: Any, pending: dict[str, Any], source: str | None = None) -> list[Any]:
     parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
     out: list[Any] = []
     for part in parts:
         bare = _bare(part)
         if bare is not None:
-            out.append(_source_part(bare, next(pending[bare])))
+            out.append(_source_part(bare, next(pending[bare]), source))
             continue
         is_text = isinstance(part, Mapping) and part.get("type") in TEXT_PARTS
         if not is_text or not isinstance(part.get("text"), str):
@@ -303,7 +308,7 @@ def _split(content: Any, pending: dict[str, Any]) -> list[Any]:
         for piece in _SPLIT.split(part["text"]):
             kind = next((k for k, p in PLACEHOLDER.items() if p == piece), None)
             if kind is not None:
-                out.append(_source_part(kind, next(pending[kind])))
+                out.append(_source_part(kind, next(pending[kind]), source))
             elif piece:
                 out.append({"type": "text", "text": piece})
     return out

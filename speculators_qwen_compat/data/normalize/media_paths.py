@@ -10,15 +10,11 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
 
-from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.core.run_options import current_options
 
 _SOURCE_INDEX = re.compile(r"(:\d+|\[\d+\])\Z")
-_row_source: ContextVar[str | None] = ContextVar("speculators_qwen_compat_source", default=None)
 
 
 class MediaFileMissing(ValueError):
@@ -32,27 +28,15 @@ class MediaFileMissing(ValueError):
         self.resolved = resolved
 
 
-def choose_root(folder: str | None) -> None:
-    """``--media-dir DIR``: checked (a folder) and exported; a bad value is the run's error."""
+def root_of(folder: str | None) -> str | None:
+    """``--media-dir DIR`` as the run's options hold it (checked: a folder; absolute)."""
     if folder is None:
-        update_options(media_root=None)
-        return
+        return None
     if not Path(folder).is_dir():
         from speculators_qwen_compat.core.errors import CompatError
 
         raise CompatError(f"--media-dir {folder}: no such folder")
-    update_options(media_root=os.path.abspath(folder))
-
-
-@contextmanager
-def row_source(source: str | None) -> Iterator[None]:
-    """Resolve the relative paths of the row read from ``source`` (``file:line``,
-    ``file[i]``, ``hf:NAME[i]``) while it is normalised."""
-    token = _row_source.set(source)
-    try:
-        yield
-    finally:
-        _row_source.reset(token)
+    return os.path.abspath(folder)
 
 
 def data_folder(source: str | None) -> Path | None:
@@ -75,11 +59,11 @@ def _folder_of(name: str, cwd: str) -> Path | None:
 
 
 def resolve(value: str, source: str | None = None) -> str:
-    """``value`` (a path as the data gives it) as an absolute path; raises
-    ``MediaFileMissing`` for a relative path found under none of the folders tried."""
+    """``value`` (a path as the data gives it, in the row read from ``source``: ``file:line``,
+    ``file[i]``, ``hf:NAME[i]``) as an absolute path; raises ``MediaFileMissing`` for a
+    relative path found under none of the folders tried."""
     if os.path.isabs(value):
         return value
-    source = _row_source.get() if source is None else source
     root = current_options().media_root
     if root:
         return _found(Path(root) / value, value, f"--media-dir {root}")

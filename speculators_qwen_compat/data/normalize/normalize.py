@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.data.normalize.media_forms import (
     READ_PARTS,
     TEXT_PARTS,
@@ -74,7 +74,7 @@ class Normalized:
     conversation: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     #: indices of assistant turns with weight 0: context, never supervised
-    context: list[int] = field(default_factory=list)
+    zero_weight_turns: list[int] = field(default_factory=list)
     column: str = ""
     #: one entry per counted event, e.g. "turns with role 'gpt-4o' treated as assistant, ..."
     notes: list[str] = field(default_factory=list)
@@ -86,8 +86,10 @@ class _State:
     #: "drop" before), as the conversations fix read it from upstream's shape; None: from the
     #: version.
     release_roles: str | None = None
+    #: where the row was read (``file:line``): its relative media paths resolve from there
+    source: str | None = None
     notes: list[str] = field(default_factory=list)
-    context: list[int] = field(default_factory=list)
+    zero_weight_turns: list[int] = field(default_factory=list)
     calls_without_arguments: list[str] = field(default_factory=list)
 
 
@@ -117,17 +119,15 @@ def unknown_role_policy(release_roles: str | None = None) -> str:
     return "drop" if old else "assistant"
 
 
-def choose_unknown_roles(value: str | None) -> None:
-    """``--unknown-roles``: exported for the map workers; a value outside the choices is fatal."""
-    if value is None:
-        return
+def checked_unknown_roles(value: str) -> str:
+    """``--unknown-roles`` as the run's options take it; a value outside the choices is fatal."""
     if value not in UNKNOWN_ROLE_CHOICES:
         from speculators_qwen_compat.core.errors import CompatError
 
         raise CompatError(
             f"--unknown-roles {value}: choose one of {', '.join(UNKNOWN_ROLE_CHOICES)}"
         )
-    update_options(unknown_roles=value)
+    return value
 
 
 def _unknown_role_note(role: str, policy: str) -> str:
@@ -149,32 +149,34 @@ def normalize_row(
     row: Mapping[str, Any],
     options: ColumnOptions | None = None,
     release_roles: str | None = None,
+    source: str | None = None,
 ) -> Normalized:
     """One row (a parsed JSON object) -> its normalised conversation, tools and notes.
-    ``release_roles``: what the installed release does with unknown roles (unknown_role_policy)."""
+    ``release_roles``: what the installed release does with unknown roles (unknown_role_policy);
+    ``source``: where it was read (``file:line``), for its relative media paths."""
     options = options or ColumnOptions()
     try:
         conv, column = find_conversation(row, options)
     except NoConversation as exc:
         raise BadConversation(str(exc)) from None
-    state = _State(release_roles)
+    state = _State(release_roles, source)
     turns = _normalize(conv, state)
     system = row_system(row, options)
     if system and not any(t["role"] == "system" for t in turns):
         text = _system_text(system)
         if text:
             turns.insert(0, {"role": "system", "content": text})
-            state.context = [i + 1 for i in state.context]
+            state.zero_weight_turns = [i + 1 for i in state.zero_weight_turns]
     try:  # after the system column is a turn: a placeholder there is counted too
-        turns = place_columns(turns, row)  # LLaVA / LLaMA-Factory media columns
+        turns = place_columns(turns, row, source)  # LLaVA / LLaMA-Factory media columns
     except MediaFormError as exc:
         raise _bad_media(exc) from None
     tools = _tools_of(row)
     _check_calls_without_arguments(state.calls_without_arguments, tools)
     assistant = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
-    if assistant and all(i in state.context for i in assistant):
+    if assistant and all(i in state.zero_weight_turns for i in assistant):
         raise BadConversation("nothing to supervise: every assistant turn has weight 0")
-    return Normalized(turns, tools, state.context, column, state.notes)
+    return Normalized(turns, tools, state.zero_weight_turns, column, state.notes)
 
 
 def normalize_conversation(
@@ -200,9 +202,9 @@ def _normalize(conv: Any, state: _State) -> list[dict[str, Any]]:
         raise BadConversation("conversation is empty or not a list")
     turns: list[dict[str, Any]] = []
     for turn in conv:
-        for out, context in _normalize_turn(turn, state):
-            if context and out["role"] == "assistant":
-                state.context.append(len(turns))
+        for out, weightless in _normalize_turn(turn, state):
+            if weightless and out["role"] == "assistant":
+                state.zero_weight_turns.append(len(turns))
             turns.append(out)
     if not turns:
         raise BadConversation("conversation is empty or not a list")
@@ -251,7 +253,7 @@ def _normalize_turn(turn: Any, state: _State) -> list[tuple[dict[str, Any], bool
             else content
         )
         content = ""
-    out: dict[str, Any] = {"role": role, "content": _normalize_content(content)}
+    out: dict[str, Any] = {"role": role, "content": _normalize_content(content, state.source)}
     if key != "function_call" and turn.get("function_call") and role == "assistant":
         # OpenAI's legacy single call
         calls = (calls or []) + _as_openai_calls(turn["function_call"])
@@ -413,11 +415,11 @@ def _check_calls_without_arguments(names: list[str], tools: list[dict[str, Any]]
             )
 
 
-def _normalize_content(content: Any) -> Any:
+def _normalize_content(content: Any, source: str | None = None) -> Any:
     if content is None:
         return ""
     if isinstance(content, list):
-        return [_normalize_part(part) for part in content]
+        return [_normalize_part(part, source) for part in content]
     if not isinstance(content, str):
         # Strict templates reject these ("Unexpected content type."), and 0.8+ fail earlier
         # with a bare TypeError: one reason on every release.
@@ -427,7 +429,7 @@ def _normalize_content(content: Any) -> Any:
     return content
 
 
-def _normalize_part(part: Any) -> Any:
+def _normalize_part(part: Any, source: str | None = None) -> Any:
     if isinstance(part, str):
         return {"type": "text", "text": part}
     if isinstance(part, Mapping):
@@ -437,7 +439,7 @@ def _normalize_part(part: Any) -> Any:
         if "text" in part and part.get("type", "text") in TEXT_PARTS:
             return {"type": "text", "text": part["text"]}
         try:  # every media form, inline images written once (data/normalize/media_forms.py)
-            read = upstream_part(part)
+            read = upstream_part(part, source)
         except MediaFormError as exc:
             raise _bad_media(exc) from None
         kind = read.get("type") if isinstance(read, Mapping) else None

@@ -1,4 +1,4 @@
-"""Image parts handed to a release that applies the template in-process (<= 0.7).
+"""Image parts for the script generation (<= 0.7), which applies the template with the processor.
 
 Why: transformers' processor reads a path but not a ``file://`` URL, a missing file counted as
 "nothing to supervise", and a tokenizer-only run writes one pad per image silently
@@ -66,10 +66,11 @@ def media_parts(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def for_local_template(conversation: list[dict[str, Any]], multimodal: bool) -> list[dict]:
-    """The conversation as a release that applies the template in-process needs it: media parts
-    as ``{"type": kind, "path": P}`` / ``{"type": kind, "url": U}`` (what transformers' processor
-    reads and upstream's ``_adapt_part_for_vllm`` turns into vLLM's ``*_url`` parts).
+def for_processor(conversation: list[dict[str, Any]], multimodal: bool) -> list[dict]:
+    """The conversation as the target's processor takes it (the script generation applies the
+    template with it): media parts as ``{"type": kind, "path": P}`` / ``{"type": kind, "url": U}``
+    (what transformers' processor reads and upstream's ``_adapt_part_for_vllm`` turns into vLLM's
+    ``*_url`` parts).
     Raises BadConversation when the run cannot give the processor's tokens for it."""
     if not media_parts(conversation):
         return conversation

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.core.run_options import current_options
 
 #: Column names that hold a conversation, tried in this order.
 CONVERSATION_KEYS = ("conversations", "messages", "conversation")
@@ -39,14 +39,14 @@ class ColumnOptions:
     response: str | None = None
     system: str | None = None
 
-    def export(self) -> None:
-        """Into the run's options, for this process and the ``datasets.map`` workers."""
-        update_options(
-            conversations_key=self.conversations_key,
-            prompt_columns=self.prompt,
-            response_column=self.response,
-            system_column=self.system,
-        )
+    def as_options(self) -> dict[str, Any]:
+        """As the run's options hold them (core/run_options.py), for every map worker."""
+        return {
+            "conversations_key": self.conversations_key,
+            "prompt_columns": self.prompt,
+            "response_column": self.response,
+            "system_column": self.system,
+        }
 
     @classmethod
     def of_this_run(cls) -> ColumnOptions:

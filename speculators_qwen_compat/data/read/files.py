@@ -12,11 +12,13 @@ import codecs
 import json
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from speculators_qwen_compat.core.errors import DataError
+from speculators_qwen_compat.core.run import current_run, running
 from speculators_qwen_compat.data.read import compression, run_folders
 from speculators_qwen_compat.data.read.columns import (
     ColumnOptions,
@@ -143,6 +145,37 @@ def _run_folder() -> Path:
         atexit.register(_remove_run_folders)
     _made.append((os.getpid(), folder))
     return folder
+
+
+@contextmanager
+def maps_to_disk(dataset: Any) -> Iterator[None]:
+    """While upstream's dataset builder runs: its one ``map`` over our reader's rows writes them
+    to Arrow files in the run's folder (memory-mapped), not into memory (``keep_in_memory``);
+    the run (core/run.py) holds which dataset that is until the map or the builder ends."""
+    if not from_our_reader(dataset):
+        yield
+        return
+    with running() as run:
+        before, run.to_disk = run.to_disk, id(dataset)
+        try:
+            yield
+        finally:
+            run.to_disk = before
+
+
+def map_kwargs(dataset: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``Dataset.map``'s keyword arguments: ``keep_in_memory`` off for that one map."""
+    run = current_run()
+    if run is not None and run.to_disk == id(dataset) and kwargs.get("keep_in_memory"):
+        run.to_disk = None  # only upstream's one map over the rows
+        return {**kwargs, "keep_in_memory": False}
+    return kwargs
+
+
+def from_our_reader(dataset: Any) -> bool:
+    """Whether ``dataset`` is memory-mapped from this reader's files (its run folder)."""
+    files = getattr(dataset, "cache_files", None) or []
+    return bool(files) and all(CACHE_FOLDER in str(f.get("filename", "")) for f in files)
 
 
 def _remove_run_folders() -> None:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.run_options import current_options, update_options
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.data.normalize import inline_media
 from speculators_qwen_compat.data.render import media_faults, vllm_tokenizer
 
@@ -201,13 +201,11 @@ def processor_kwargs() -> dict[str, Any]:
     return dict(current_options().mm_processor_kwargs)
 
 
-def choose_processor_kwargs(text: str | None) -> None:
-    """``--mm-processor-kwargs JSON``: checked (a JSON object) and exported for the map
-    workers; anything else is the run's one-line error."""
+def processor_kwargs_of(text: str | None) -> dict[str, Any]:
+    """``--mm-processor-kwargs JSON`` as the run's options hold it (``{}`` when not given: not
+    inherited from an earlier run); anything but a JSON object is the run's one-line error."""
     if text is None:
-        # not inherited from an earlier run in this process
-        update_options(mm_processor_kwargs={})
-        return
+        return {}
     try:
         value = json.loads(text)
     except ValueError:
@@ -217,7 +215,7 @@ def choose_processor_kwargs(text: str | None) -> None:
             f"--mm-processor-kwargs {text}: give a JSON object, e.g. "
             "'{\"max_pixels\": 1003520}' (as the vLLM server was started with)"
         )
-    update_options(mm_processor_kwargs=value)
+    return value
 
 
 def pillow() -> tuple[Any, Any]:

@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from speculators_qwen_compat.core.run_options import current_options, update_options
 from speculators_qwen_compat.data.render import media, segment_encoder, vllm_tokenizer
 from speculators_qwen_compat.data.render.content_format import OPENAI, content_format
 
@@ -19,27 +18,23 @@ _processors: dict[str, Any] = {}
 REMOTE_CODE_MODULES = "transformers_modules."  # where transformers puts a repository's code
 
 
-def remember(model_path: str, processor: Any) -> None:
-    """Reuse the processor the parent already loaded (forked map workers inherit it); if it is
-    the model's own code (the parent trusted it), spawned workers may load it the same way."""
+def remember(model_path: str, processor: Any) -> bool:
+    """Reuse the processor the parent already loaded (forked map workers inherit it); True when
+    it is the model's own code (the parent trusted it: spawned workers load it the same way)."""
     _processors[model_path] = processor
     tokenizer = getattr(processor, "tokenizer", processor)
     vllm_tokenizer.for_rendering(tokenizer)  # loaded once here, before map workers fork
-    if any(type(o).__module__.startswith(REMOTE_CODE_MODULES) for o in (processor, tokenizer)):
-        # the run's options carry it to spawned map workers, which load the same processor
-        trusted = current_options().trusted_models
-        update_options(trusted_models=tuple(sorted({*trusted, model_path})))
+    return any(type(o).__module__.startswith(REMOTE_CODE_MODULES) for o in (processor, tokenizer))
 
 
-def processor_for(model_path: str) -> Any:
+def processor_for(model_path: str, trust_remote_code: bool = False) -> Any:
     """The processor for a model path; loaded once per process (spawned workers), trusting the
-    model's code exactly when the parent did."""
+    model's code exactly when the parent did (``trust_remote_code``)."""
     processor = _processors.get(model_path)
     if processor is None:
         from transformers import AutoProcessor
 
-        trust = model_path in current_options().trusted_models
-        processor = AutoProcessor.from_pretrained(model_path, trust_remote_code=trust)
+        processor = AutoProcessor.from_pretrained(model_path, trust_remote_code=trust_remote_code)
         _processors[model_path] = processor
     return processor
 

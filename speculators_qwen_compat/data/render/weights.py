@@ -8,44 +8,35 @@ is skipped with ``WeightsUnplaceable``'s message rather than trained wrongly.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
-# Which turns of a row have weight 0 travels with the row's conversation itself (fixes/route.py
-# ``ReadConversation.context``): the conversations fix reads them, the row guard unsets them.
+# Which turns of a row have weight 0 travels with the row's conversation itself
+# (data/normalize/batch.py ``ReadConversation.weightless``): the conversations stage reads them,
+# the row guard unsets them.
 
 
-class RowTurns:
-    """How many assistant turns upstream's normaliser left in the row being rendered (after
-    <= 0.6's random ``--turn-dropout`` cut): what its mask holds. The row guard opens one per
-    row (``rendering_row``); the conversations fix, which normalises inside that call, records
-    into it (``record_rendered``). It travels with the call (a context variable), so nothing
-    outlives the row and no other call sees it."""
+@dataclass
+class WeightedRow:
+    """<= 0.7: a row upstream renders alone because some of its assistant turns have weight 0
+    (the row guard's, on the open batch: data/account/ledger.py ``Batch.row``): their ranks
+    among its assistant turns, how many assistant turns it has as written and as upstream's
+    normaliser left them (after <= 0.6's random ``--turn-dropout`` cut: what its mask holds),
+    and whether the mask stage unset them (or why it could not)."""
 
-    def __init__(self) -> None:
-        self.assistant_turns: int | None = None
+    ordinals: list[int]
+    written_turns: int
+    rendered_turns: int | None = None
+    placed: bool = False
+    error: Exception | None = None
 
-
-_row: ContextVar[RowTurns | None] = ContextVar("speculators_qwen_compat_row", default=None)
-
-
-@contextmanager
-def rendering_row() -> Iterator[RowTurns]:
-    turns = RowTurns()
-    token = _row.set(turns)
-    try:
-        yield turns
-    finally:
-        _row.reset(token)
+    @property
+    def assistant_turns(self) -> int:
+        return self.rendered_turns or self.written_turns
 
 
-def record_rendered(turns: list[dict[str, Any]]) -> None:
-    """The normalised conversation upstream goes on to render, for the row being rendered."""
-    row = _row.get()
-    if row is not None:
-        row.assistant_turns = sum(turn["role"] == "assistant" for turn in turns)
+def assistant_turns(turns: list[dict[str, Any]]) -> int:
+    return sum(turn.get("role") == "assistant" for turn in turns)
 
 
 class WeightsUnplaceable(ValueError):
@@ -54,10 +45,12 @@ class WeightsUnplaceable(ValueError):
     data_problem = True  # counted as a skipped row, never as a bug (data/account/row_errors.py)
 
 
-def assistant_ordinals(conversation: list[dict[str, Any]], context: list[int]) -> list[int]:
+def assistant_ordinals(
+    conversation: list[dict[str, Any]], zero_weight_turns: list[int] | tuple[int, ...]
+) -> list[int]:
     """For turn indices of weight-0 assistant turns, their rank among the assistant turns."""
     ranks = [i for i, turn in enumerate(conversation) if turn.get("role") == "assistant"]
-    return [rank for rank, index in enumerate(ranks) if index in context]
+    return [rank for rank, index in enumerate(ranks) if index in zero_weight_turns]
 
 
 def unset_matches(
@@ -103,6 +96,22 @@ def unset_runs(mask: Any, ordinals: list[int], assistant_turns: int, clipped: bo
                 mask[index] = 0
 
 
-def drop_context_rows(rows: list[dict[str, Any]], context: list[int]) -> list[dict[str, Any]]:
-    """0.8+: the boundary rows of weight-0 turns (the row of turn j carries ``conv[:j+1]``)."""
-    return [row for row in rows if len(row.get("conv") or ()) - 1 not in context]
+def drop_zero_weight_rows(
+    rows: list[dict[str, Any]], zero_weight_turns: list[int] | tuple[int, ...]
+) -> list[dict[str, Any]]:
+    """0.8+: the boundary rows of weight-0 turns left out (the row of turn j carries
+    ``conv[:j+1]``)."""
+    return [row for row in rows if len(row.get("conv") or ()) - 1 not in zero_weight_turns]
+
+
+def unset_in_pattern_mask(
+    row: WeightedRow, mask: Any, text: str, offsets: Any, pattern: Any
+) -> None:
+    """<= 0.7, a pattern-masked row rendered alone: its weight-0 turns unset in ``mask`` (the
+    row remembers that they were, or why they could not be: 0.7 catches it inside the row)."""
+    try:
+        unset_matches(mask, text, offsets, pattern, row.ordinals, row.assistant_turns)
+    except WeightsUnplaceable as exc:
+        row.error = exc
+        raise
+    row.placed = True

@@ -7,22 +7,10 @@ retries), ``build_speculator_training_dataset``, ``render_client._post`` (pixel 
 
 from __future__ import annotations
 
-from typing import Any
-
-from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
-from speculators_qwen_compat.core.upstream import PREPROCESSING, bind, call
-from speculators_qwen_compat.data.render import media, render_faults
-from speculators_qwen_compat.data.render import render as local_renderer
-from speculators_qwen_compat.fixes import route
-
-LOCAL = "local"
-RENDER_CLIENT = "speculators.data_generation.render_client"
-
-
-def is_local(endpoint: Any) -> bool:
-    return isinstance(endpoint, str) and (endpoint == LOCAL or endpoint.startswith(LOCAL + ":"))
-
+from speculators_qwen_compat.core.fix import not_needed
+from speculators_qwen_compat.core.targets import ReleaseRange, Shape, Target, present
+from speculators_qwen_compat.core.upstream import PREPROCESSING, RENDER_CLIENT
+from speculators_qwen_compat.route.declaration import RouteFix
 
 RENDER = Target(
     PREPROCESSING,
@@ -37,7 +25,7 @@ BUILD = Target(
 )
 
 
-class LocalRenderFix(Fix):
+class LocalRenderFix(RouteFix):
     name = "local_render"
     summary = "--render-endpoint local: render with the target's tokenizer, no vLLM server"
     modules = (PREPROCESSING,)
@@ -50,53 +38,3 @@ class LocalRenderFix(Fix):
     )
     otherwise = not_needed("this release renders with the local tokenizer already")
     applies_on = ReleaseRange("0.8.1", "0.9.0")
-
-    def apply(self, found: Found, patcher: Patcher) -> None:
-        def build(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            bound = bind(wrapped, args, kwargs)
-            if bound.arguments["render_endpoint"] == LOCAL:
-                processor = bound.arguments["processor"]
-                tokenizer = getattr(processor, "tokenizer", processor)
-                path = str(getattr(tokenizer, "name_or_path", "") or "")
-                local_renderer.remember(path, processor)
-                bound.arguments["render_endpoint"] = f"{LOCAL}:{path}"
-            return call(wrapped, bound)
-
-        def render(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            bound = bind(wrapped, args, kwargs)
-            arguments = bound.arguments
-            endpoint = arguments["endpoint"]
-            messages = arguments["messages"]
-            if not is_local(endpoint):
-                if not isinstance(messages, list):
-                    return wrapped(*args, **kwargs)
-                # Tool calls in the shape vLLM validates (string arguments, id, type); the data
-                # contract keeps them as the user wrote them.
-                arguments["messages"] = local_renderer.request_messages(messages)
-                # our retries instead of upstream's (with_retries): a failing server is
-                # retried within a budget and then fails the run (data/render/render_faults.py)
-                raw = getattr(wrapped, "__wrapped__", wrapped)
-                return render_faults.render(lambda: call(raw, bound), str(endpoint))
-            path = endpoint.partition(":")[2]
-            return local_renderer.render_ids(
-                local_renderer.processor_for(path),
-                messages,
-                add_generation_prompt=arguments["add_generation_prompt"],
-                tools=arguments.get("tools"),
-                chat_template_kwargs=arguments.get("chat_template_kwargs"),
-                truncate_prompt_tokens=arguments.get("truncate_prompt_tokens"),
-                truncation_side=arguments.get("truncation_side"),
-            )
-
-        def post(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            extra = media.processor_kwargs()
-            if not extra:
-                return wrapped(*args, **kwargs)
-            bound = bind(wrapped, args, kwargs)
-            bound.arguments["json"] = {**bound.arguments["json"], "mm_processor_kwargs": extra}
-            return call(wrapped, bound)
-
-        if found.has(POST):
-            patcher.wrap(*found.owner_and_name(POST), post)
-        route.wrap(found, patcher, BUILD, self.name, build)
-        patcher.wrap(*found.owner_and_name(RENDER), render)

@@ -7,13 +7,11 @@ so the shards join (docs/upstream.md, "The messages column"). Retire: upstream p
 
 from __future__ import annotations
 
-from typing import Any
-
-from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target, present
+from speculators_qwen_compat.core.fix import not_needed
+from speculators_qwen_compat.core.targets import ANY, ReleaseRange, Shape, Target, present
 from speculators_qwen_compat.core.upstream import PREPROCESSING
-from speculators_qwen_compat.data.render.arrow_batch import MESSAGES, with_json_messages
-from speculators_qwen_compat.fixes import route
+from speculators_qwen_compat.data.render.arrow_batch import MESSAGES
+from speculators_qwen_compat.route.declaration import RouteFix
 
 BATCH = Target(PREPROCESSING, "_preprocess_batch", params=("examples",))
 #: 0.6+: what upstream applies to the ``messages`` it keeps (<= 0.5 keep none).
@@ -22,7 +20,7 @@ ADAPT_FOR_VLLM = present(PREPROCESSING, "_adapt_conv_for_vllm")
 JSON_FEATURE = Target("datasets", "Json", kind=ANY)
 
 
-class MessagesJsonFix(Fix):
+class MessagesJsonFix(RouteFix):
     name = "messages_json"
     summary = f"one Arrow type for the kept {MESSAGES} column in every map worker"
     modules = (PREPROCESSING,)
@@ -35,9 +33,3 @@ class MessagesJsonFix(Fix):
     )
     otherwise = not_needed(f"rows keep no {MESSAGES} column (<= 0.5)")
     applies_on = ReleaseRange("0.6.0.2", "0.9.0")
-
-    def apply(self, found: Found, patcher: Patcher) -> None:
-        def preprocess_batch(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
-            return with_json_messages(wrapped(*args, **kwargs))
-
-        route.wrap(found, patcher, BATCH, self.name, preprocess_batch)

@@ -8,7 +8,7 @@ keep the guard in the git-only script, which our entry point replaces.
 from __future__ import annotations
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import SET, Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import SET, ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.account.ledger import REPORT_NAME
 
@@ -22,7 +22,7 @@ class OverwriteGuardFix(Fix):
     shapes = (Shape(f"{REPORT_NAME} added", (ALLOWED,)),)
     applies_on = ReleaseRange("0.8.1", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         patcher.replace(
             *found.owner_and_name(ALLOWED), frozenset(found.get(ALLOWED)) | {REPORT_NAME}
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, arguments
 from speculators_qwen_compat.regenerate import loop
 from speculators_qwen_compat.regenerate.plan import Plan
@@ -46,7 +46,7 @@ class RegenRepliesFix(Fix):
     )
     applies_on = ReleaseRange("0.8.1", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         owner, _ = found.owner_and_name(SAMPLE)
 
         def regenerate(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 from speculators_qwen_compat.cli import flags
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ANY, ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE
 from speculators_qwen_compat.regenerate import state as regen_state
 from speculators_qwen_compat.regenerate.run import guarded_run
@@ -56,7 +56,7 @@ class RegenRunFix(Fix):
     )
     applies_on = ReleaseRange("0.8.1", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         module = found.module
 
         def run(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

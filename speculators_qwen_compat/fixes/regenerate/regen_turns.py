@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import ANY, Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ANY, ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import CLI_REGENERATE, arguments, bind
 from speculators_qwen_compat.data.normalize.normalize import BadConversation
 from speculators_qwen_compat.regenerate import resume_keys
@@ -40,7 +40,7 @@ class RegenTurnsFix(Fix):
     )
     applies_on = ReleaseRange("0.8.1", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         primary_id = found.get(PRIMARY_ID)
         module = found.module
 

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import TRAIN_CLI, bind
 from speculators_qwen_compat.training.save_path import refuse_overlap
 
@@ -32,7 +32,7 @@ class FineTuneDtypeFix(Fix):
     )
     applies_on = ReleaseRange("0.8.1", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         patcher.wrap(*found.owner_and_name(BUILD_DRAFT_MODEL), _build_draft_model)
 
 

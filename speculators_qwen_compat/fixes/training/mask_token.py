@@ -12,7 +12,13 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import reason_of
 from speculators_qwen_compat.core.fix import Fix, Patcher, not_needed
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target, present
+from speculators_qwen_compat.core.targets import (
+    ReleaseRange,
+    Resolved,
+    Shape,
+    Target,
+    present,
+)
 from speculators_qwen_compat.core.upstream import TRAIN_UTILS, bind
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -45,7 +51,7 @@ class MaskTokenFix(Fix):
     )
     applies_on = ReleaseRange("0.6.0.2", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         def load_processor(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             try:
                 return wrapped(*args, **kwargs)

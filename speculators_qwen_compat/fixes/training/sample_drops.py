@@ -16,9 +16,9 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, FixState, Patcher
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import TRAIN_DATA, TRAIN_RECOVERY, TRAINER
-from speculators_qwen_compat.fixes import route
+from speculators_qwen_compat.fixes.training import stages
 
 NAME_MISMATCH = re.compile(
     r"An explicit model name was passed \((?P<asked>.*?)\) which doesn't match\s*"
@@ -58,14 +58,14 @@ class SampleDropsFix(Fix):
     applies_on = ReleaseRange("0.8.1", "0.9.0")
     outside_range = FixState.NOT_APPLICABLE  # <= 0.7: the trainer, without BatchRecoveryCoordinator
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         for target, wrapper in (
             (RUN_TRAINING, _run_training),
             (CONSUME, _consume),
             (RAW_DATA, _get_raw_data),
         ):
-            if found.here(target) and target.path in route.ROUTE:  # shared with other fixes
-                route.wrap(found, patcher, target, self.name, wrapper)
+            if found.here(target) and target.path in stages.ORDER:  # shared with other fixes
+                stages.wrap(found, patcher, target, self.name, wrapper)
             elif found.here(target):
                 patcher.wrap(*found.owner_and_name(target), wrapper)
 

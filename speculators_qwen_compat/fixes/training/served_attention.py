@@ -12,9 +12,9 @@ from typing import Any
 
 from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL, TRAINER
-from speculators_qwen_compat.fixes import route
+from speculators_qwen_compat.fixes.training import stages
 from speculators_qwen_compat.training import served_drafter as sd
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -35,11 +35,11 @@ class ServedAttentionFix(Fix):
     )
     applies_on = ReleaseRange("0.5.0", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         if found.here(SAVE_PRETRAINED):
-            route.wrap(found, patcher, SAVE_PRETRAINED, self.name, _save_pretrained)
+            stages.wrap(found, patcher, SAVE_PRETRAINED, self.name, _save_pretrained)
         if found.here(RUN_TRAINING):
-            route.wrap(found, patcher, RUN_TRAINING, self.name, _run_training)
+            stages.wrap(found, patcher, RUN_TRAINING, self.name, _run_training)
 
 
 def config_dict(model: Any) -> dict[str, Any]:

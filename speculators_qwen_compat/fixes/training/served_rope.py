@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
-from speculators_qwen_compat.fixes import route
+from speculators_qwen_compat.fixes.training import stages
 from speculators_qwen_compat.training import served_drafter as sd
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -36,12 +36,12 @@ class ServedRopeFix(Fix):
     )
     applies_on = ReleaseRange("0.5.0", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         def save_pretrained(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             with served_rope(instance):
                 return wrapped(*args, **kwargs)
 
-        route.wrap(found, patcher, SAVE_PRETRAINED, self.name, save_pretrained)
+        stages.wrap(found, patcher, SAVE_PRETRAINED, self.name, save_pretrained)
 
 
 @contextmanager

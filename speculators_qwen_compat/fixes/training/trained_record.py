@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL, TRAINER
-from speculators_qwen_compat.fixes import route
+from speculators_qwen_compat.fixes.training import stages
 from speculators_qwen_compat.fixes.training import verifier_norm as vn
 from speculators_qwen_compat.fixes.training.served_attention import config_dict
 from speculators_qwen_compat.training import drafter_record as dr
@@ -48,18 +48,18 @@ class TrainedRecordFix(Fix):
     )
     applies_on = ReleaseRange("0.5.0", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         import wrapt
 
         if found.here(SAVE_PRETRAINED):
-            route.wrap(found, patcher, SAVE_PRETRAINED, self.name, _save_pretrained)
+            stages.wrap(found, patcher, SAVE_PRETRAINED, self.name, _save_pretrained)
         if found.here(FROM_PRETRAINED):
             owner, attribute = found.owner_and_name(FROM_PRETRAINED)
             # the classmethod itself, so a subclass's call still binds the subclass
             descriptor = owner.__dict__.get(attribute, getattr(owner, attribute))
             patcher.replace(owner, attribute, wrapt.FunctionWrapper(descriptor, _from_pretrained))
         if found.here(RUN_TRAINING):
-            route.wrap(found, patcher, RUN_TRAINING, self.name, _run_training)
+            stages.wrap(found, patcher, RUN_TRAINING, self.name, _run_training)
 
 
 #: Files ``from_pretrained`` loads weights from: a local folder with none is config-only.

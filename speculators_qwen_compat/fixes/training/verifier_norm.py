@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from speculators_qwen_compat.core.fix import Fix, Patcher
-from speculators_qwen_compat.core.targets import Found, ReleaseRange, Shape, Target
+from speculators_qwen_compat.core.targets import ReleaseRange, Resolved, Shape, Target
 from speculators_qwen_compat.core.upstream import SPECULATOR_MODEL
 from speculators_qwen_compat.training import norm_convention as nc
 from speculators_qwen_compat.training import upstream_norms as un
@@ -41,7 +41,7 @@ class VerifierNormFix(Fix):
     )
     applies_on = ReleaseRange("0.5.0", "0.9.0")
 
-    def apply(self, found: Found, patcher: Patcher) -> None:
+    def apply(self, found: Resolved, patcher: Patcher) -> None:
         def post_init(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
             result = wrapped(*args, **kwargs)
             if getattr(instance, ATTRIBUTE, None) is not None:

@@ -1,6 +1,6 @@
-"""``script_era_speed_probe.py MODEL``: the two speed fixes of 0.5-0.7 beside upstream's own
-functions as shipped (the oracles), in one interpreter with the fixes on (test_script_era_speed.py).
-Prints one JSON line.
+"""``script_generation_speed_probe.py MODEL``: the two speed fixes of 0.5-0.7 beside upstream's
+own functions as shipped (the oracles), in one interpreter with the fixes on
+(test_script_generation_speed.py). Prints one JSON line.
 
 - ``offsets_loss_mask``: ``_create_loss_mask_from_offsets`` as ``preprocessing`` now binds it and
   upstream's original (``inspect.unwrap``) on the same arguments: every conversation of the demo
@@ -29,9 +29,8 @@ from speculators.data_generation import preprocessing
 from transformers import AutoProcessor, AutoTokenizer
 
 import speculators_qwen_compat
-from speculators_qwen_compat.data.render import render
+from speculators_qwen_compat.data.render import forked_tokenizer, render
 from speculators_qwen_compat.demo import sample_data
-from speculators_qwen_compat.fixes.data import forked_tokenizer
 
 CONVERSATIONS = 60
 LENGTHS = (None, 700, 301, 64)  # None: the whole render; the rest truncate, some mid-span

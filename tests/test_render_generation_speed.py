@@ -2,8 +2,8 @@
 upstream's own ``_append_row`` (as shipped, unwrapped: the oracle) on every row the demo mix
 renders to, at several windows and minimum supervised counts, and on the inputs it hands back,
 beside a count showing the fixed path ran (no element-by-element ``torch.tensor``).
-programs/render_era_speed_probe.py runs it in one interpreter of this release. 0.5-0.7 have no
-such target (its state there, not-needed, is checked by test_activation.py)."""
+programs/render_generation_speed_probe.py runs it in one interpreter of this release. 0.5-0.7
+have no such target (its state there, not-needed, is checked by test_activation.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not RENDERS, reason="0.5-0.7: rows are tensorize
 
 @pytest.fixture(scope="module")
 def report(qwen36_dir: Path) -> dict[str, Any]:
-    result = run_program("render_era_speed_probe", str(qwen36_dir))
+    result = run_program("render_generation_speed_probe", str(qwen36_dir))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

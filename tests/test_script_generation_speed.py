@@ -2,7 +2,7 @@
 upstream's own ``_create_loss_mask_from_offsets``, ``forked_tokenizer`` the rows of upstream's own
 ``build_eagle3_dataset`` (both as shipped, unwrapped: the oracles), each beside a count showing
 the fixed path ran (no per-token tensor writes; no tokenizer pickled per map job).
-programs/script_era_speed_probe.py runs both in one interpreter of this release. 0.8+ have
+programs/script_generation_speed_probe.py runs both in one interpreter of this release. 0.8+ have
 neither target (their states, not-needed, are checked by test_activation.py)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(RENDERS, reason="0.8+: no offsets masks, no toke
 
 @pytest.fixture(scope="module")
 def report(qwen36_dir: Path) -> dict[str, Any]:
-    result = run_program("script_era_speed_probe", str(qwen36_dir))
+    result = run_program("script_generation_speed_probe", str(qwen36_dir))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

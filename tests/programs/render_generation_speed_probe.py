@@ -1,6 +1,6 @@
-"""``render_era_speed_probe.py MODEL``: the ``row_tensors`` speed fix of 0.8+ beside upstream's
-own ``_append_row`` as shipped (``inspect.unwrap``: the oracle), in one interpreter with the
-fixes on (test_render_era_speed.py). Prints one JSON line.
+"""``render_generation_speed_probe.py MODEL``: the ``row_tensors`` speed fix of 0.8+ beside
+upstream's own ``_append_row`` as shipped (``inspect.unwrap``: the oracle), in one interpreter
+with the fixes on (test_render_generation_speed.py). Prints one JSON line.
 
 The rows: every assistant turn of the demo mix rendered as upstream renders it
 (``_render_boundary_rows`` through ``--render-endpoint local``), at several windows (rows cut

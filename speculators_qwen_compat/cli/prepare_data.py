@@ -26,7 +26,6 @@ from speculators_qwen_compat.cli.support import (
     activate,
     data_options,
     debug_requested,
-    fixed_run,
     has_module,
     import_preprocessing,
     log_to_stderr,
@@ -34,6 +33,7 @@ from speculators_qwen_compat.cli.support import (
 )
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.run import fixed_run
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.account.ledger import REPORT_NAME
 from speculators_qwen_compat.data.normalize import inline_media

@@ -26,7 +26,6 @@ from speculators_qwen_compat.cli.support import (
     activate,
     data_options,
     debug_requested,
-    fixed_run,
     has_module,
     import_preprocessing,
     log_to_stderr,
@@ -34,6 +33,7 @@ from speculators_qwen_compat.cli.support import (
 )
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.errors import CompatError
+from speculators_qwen_compat.core.run import fixed_run
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.account.ledger import REPORT_NAME
 from speculators_qwen_compat.data.normalize import inline_media
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda: _prepare(ours, rest),
         debug_requested(ours.debug),
         explain=fatal_stage.explain,
-        epilogue=inline_media.kept_note,
+        epilogue=lambda: inline_media.kept_note(_output(rest)),
     )
 
 
@@ -79,7 +79,7 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     # the run's options, fixed here once for this process and its map workers
     options = data_options(ours)
     # inline images (Image() bytes, data: URIs) are written beside --output (inline_media.py)
-    folder = inline_media.choose_folder(Path(_option_value(rest, "--output", "./output")))
+    folder = inline_media.choose_folder(_output(rest))
     media_before = inline_media.images_in(folder)  # an earlier run's, reused by this one
     options.update(inline_media_dir=str(folder), strict_data=ours.strict_data)
     if ours.render_retry_seconds is not None:  # else as inherited (a parent's, or the default)
@@ -87,6 +87,11 @@ def _prepare(ours: argparse.Namespace, rest: list[str]) -> int:
     activate()
     with fixed_run(announce=False, **options) as run:  # the summary is our last line
         return _prepare_reported(rest, run, media_before)
+
+
+def _output(rest: list[str]) -> Path:
+    """The run's --output (upstream's default when not given)."""
+    return Path(_option_value(rest, "--output", "./output"))
 
 
 def _seconds(text: str) -> float:
@@ -188,7 +193,7 @@ def _run_typer_command(
         )
         rest = [*rest, "--render-endpoint", "local"]
     freq = _option_value(rest, "--token-freq-path", "")
-    output = Path(_option_value(rest, "--output", "./output"))
+    output = _output(rest)
     staged = stage(output, "--overwrite" in rest, Path(freq) if freq else None)
     if staged is not None:
         rest = [a for a in _without_option(rest, "--output") if a != "--overwrite"]

@@ -7,15 +7,13 @@ ours to summarise: they propagate as Python shows them; only a ``CompatError`` i
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import importlib.util
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +24,7 @@ from speculators_qwen_compat.core.startup import ENV_SWITCH, switch_value, switc
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 
 if TYPE_CHECKING:
-    from speculators_qwen_compat.core.run import Run
+    pass
 
 #: Every log line of ours is under this logger; nothing of ours configures the root logger.
 PACKAGE_LOGGER = "speculators_qwen_compat"
@@ -74,25 +72,6 @@ def data_options(given: argparse.Namespace) -> dict[str, Any]:
     options["mm_processor_kwargs"] = processor_kwargs_of(value(flags.MM_PROCESSOR_KWARGS))
     options["media_root"] = root_of(value(flags.MEDIA_DIR))
     return options
-
-
-@contextmanager
-def fixed_run(announce: bool = True, **options: Any) -> Iterator[Run]:
-    """The run's options fixed once, before upstream starts: the inherited ones with
-    ``options`` and a ledger folder of the run's own, for this process and the processes it
-    starts (core/run_options.py); the run open for the block (core/run.py)."""
-    from speculators_qwen_compat.core import run_options
-    from speculators_qwen_compat.core.run import running
-    from speculators_qwen_compat.data.account import ledger
-
-    folder = ledger.make_folder()
-    current = run_options.current_options()
-    run_options.fix(dataclasses.replace(current, ledger_dir=str(folder), **options))
-    try:
-        with running(announce) as run:
-            yield run
-    finally:
-        ledger.release(folder)
 
 
 def log_to_stderr(name: str) -> None:

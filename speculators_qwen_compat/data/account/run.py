@@ -8,16 +8,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, DataError
-from speculators_qwen_compat.core.run import Run, current_run, running
-from speculators_qwen_compat.core.run_options import current_options
+from speculators_qwen_compat.core.run import Run, current_run, fixed_run
 from speculators_qwen_compat.core.upstream import bind
-from speculators_qwen_compat.data.account.ledger import Ledger, Tally, release
-from speculators_qwen_compat.data.account.ledger import make_folder as ledger_folder
+from speculators_qwen_compat.data.account.ledger import Ledger, Tally
 from speculators_qwen_compat.data.render.render_faults import RenderServerFailed
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -57,20 +54,13 @@ def counted(wrapped: Any, args: tuple, kwargs: dict) -> Any:
 def _fixed_run() -> Iterator[Run]:
     """The run the entry point opened with its options fixed (a ledger folder among them); a
     run without our entry point (a user's script, upstream's own command through the .pth)
-    has them fixed here, at its start, before upstream's function runs, and put back after."""
+    has them fixed by core/run.py at its start, before upstream's function runs."""
     opened = current_run()
     if opened is not None and opened.options.ledger_dir:
         yield opened
         return
-    folder = ledger_folder()
-    before = run_options.fix(replace(current_options(), ledger_dir=str(folder)))
-    try:
-        with running() as run:
-            run.options = current_options()
-            yield run
-    finally:
-        run_options.restore(before)
-        release(folder)
+    with fixed_run() as run:
+        yield run
 
 
 def _counted(wrapped: Any, args: tuple, kwargs: dict, ledger: Ledger) -> Any:

@@ -92,12 +92,13 @@ def images_in(folder: Path | None) -> frozenset[str]:
     return frozenset(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
-def kept_note() -> str:
-    """For a failed run's error line: the media folder it wrote to, when it holds images (they
-    stay: a rerun with the same --output reuses them; nothing a run wrote is deleted)."""
-    folder = media_folder()
+def kept_note(output: Path) -> str:
+    """For a failed run's error line: the media folder of a run writing ``output``, when it
+    holds images (they stay: a rerun with the same --output reuses them; nothing a run wrote is
+    deleted). From ``output``, not the run's options: they are put back when the run ends."""
+    folder = folder_for(output)
     images = images_in(folder)
-    if folder is None or not images:
+    if not images:
         return ""
     return (
         f"the {len(images)} images in {folder} stay (a rerun with the same --output reuses "

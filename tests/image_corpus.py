@@ -301,7 +301,7 @@ def server_answers(media: Path, render: Any) -> dict[str, Any]:
 
 
 #: vLLM names a missing file with its path partly masked, how much depending on where the file
-#: lies (``'<path>'`` under /tmp, ``'/work/x/build<path>'`` deeper), and other files by their
+#: lies (``'<path>'`` under /tmp, ``'/some/dir/build<path>'`` deeper), and other files by their
 #: path or an object's address: golden entries keep the kind, not where the test ran.
 _MISSING = re.compile(r"(No such file or directory: )'[^']*'")
 _PATH = re.compile(r"'/[^']*'")

@@ -1,6 +1,6 @@
-"""core/run.py ``fixed_run``: a run's options are fixed for its block and put back after it, so a
-later call in the same process (a user's script, doctor then prepare_data) inherits none of them:
-not the ledger folder the run removed, not its media folder."""
+"""data/account/run.py ``fixed_run``: a run's options are fixed for its block and put back after
+it, so a later call in the same process (a user's script, doctor then prepare_data) inherits none
+of them: not the ledger folder the run removed, not its media folder."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from speculators_qwen_compat.core.run import current_run, fixed_run
+from speculators_qwen_compat.core.run import current_run
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions, current_options
+from speculators_qwen_compat.data.account.run import fixed_run
 
 pytestmark = pytest.mark.pure
 

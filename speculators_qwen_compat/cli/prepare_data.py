@@ -33,9 +33,9 @@ from speculators_qwen_compat.cli.support import (
 )
 from speculators_qwen_compat.cli.worker_sockets import check_temp_folder
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.run import fixed_run
 from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.account.ledger import REPORT_NAME
+from speculators_qwen_compat.data.account.run import fixed_run
 from speculators_qwen_compat.data.normalize import inline_media
 from speculators_qwen_compat.data.render import media
 

@@ -18,8 +18,8 @@ from speculators_qwen_compat.cli import flags
 from speculators_qwen_compat.cli import support as cli_support
 from speculators_qwen_compat.cli.support import data_options, debug_requested, run_main
 from speculators_qwen_compat.core.errors import CompatError, reason_of
-from speculators_qwen_compat.core.run import fixed_run
 from speculators_qwen_compat.data.account.quality import LABELS
+from speculators_qwen_compat.data.account.run import fixed_run
 from speculators_qwen_compat.data.normalize import inline_media
 from speculators_qwen_compat.data.normalize.batch import RENDER
 from speculators_qwen_compat.doctor import media_endpoint

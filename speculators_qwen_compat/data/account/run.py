@@ -8,13 +8,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from speculators_qwen_compat.core import run_options
 from speculators_qwen_compat.core.errors import DEBUG_ENV, CompatError, DataError
-from speculators_qwen_compat.core.run import Run, current_run, fixed_run
+from speculators_qwen_compat.core.run import Run, current_run, running
+from speculators_qwen_compat.core.run_options import current_options
 from speculators_qwen_compat.core.upstream import bind
-from speculators_qwen_compat.data.account.ledger import Ledger, Tally
+from speculators_qwen_compat.data.account.ledger import Ledger, Tally, make_folder, release
 from speculators_qwen_compat.data.render.render_faults import RenderServerFailed
 
 log = logging.getLogger("speculators_qwen_compat")
@@ -26,6 +28,23 @@ class RunOutcome:
 
     tally: Tally
     rows_out: int
+
+
+@contextmanager
+def fixed_run(announce: bool = True, **options: Any) -> Iterator[Run]:
+    """The run's options fixed once, before upstream starts: the inherited ones with ``options``
+    and a ledger folder of the run's own, for this process and the processes it starts
+    (core/run_options.py), put back when the block ends; the run open for the block. The one
+    place options are fixed: by the entry point, or for a run without one (a user's script,
+    upstream's own command) at the start of upstream's run function (``counted``)."""
+    folder = make_folder()
+    before = run_options.fix(replace(current_options(), ledger_dir=str(folder), **options))
+    try:
+        with running(announce) as run:
+            yield run
+    finally:
+        run_options.restore(before)
+        release(folder)
 
 
 def counted(wrapped: Any, args: tuple, kwargs: dict) -> Any:
@@ -54,7 +73,7 @@ def counted(wrapped: Any, args: tuple, kwargs: dict) -> Any:
 def _fixed_run() -> Iterator[Run]:
     """The run the entry point opened with its options fixed (a ledger folder among them); a
     run without our entry point (a user's script, upstream's own command through the .pth)
-    has them fixed by core/run.py at its start, before upstream's function runs."""
+    has them fixed here at its start, before upstream's function runs."""
     opened = current_run()
     if opened is not None and opened.options.ledger_dir:
         yield opened

@@ -11,6 +11,8 @@ import pytest
 
 from speculators_qwen_compat.core.run import current_run
 from speculators_qwen_compat.core.run_options import RUN_ENV, RunOptions, current_options
+from speculators_qwen_compat.data.account import ledger
+from speculators_qwen_compat.data.account.ledger import Ledger
 from speculators_qwen_compat.data.account.run import fixed_run
 
 pytestmark = pytest.mark.pure
@@ -41,3 +43,17 @@ def test_options_are_put_back_when_the_run_fails(monkeypatch: pytest.MonkeyPatch
         assert current_options().strict_data
         raise RuntimeError("the run failed")
     assert RUN_ENV not in os.environ and not current_options().strict_data
+
+
+def test_a_second_call_under_one_run_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call of upstream's run function under one run has a ledger of its own in the run's
+    folder: closing the first leaves the folder for the second (doctor's dry run, then a call
+    of upstream's run function, under one ``fixed_run``)."""
+    monkeypatch.delenv(RUN_ENV, raising=False)
+    with fixed_run() as run:
+        for rows in (3, 5):
+            counts = Ledger(str(run.options.ledger_dir))
+            with ledger.batch(rows):
+                pass
+            assert counts.close().conversations_in == rows
+        assert Path(run.options.ledger_dir).is_dir()

@@ -289,13 +289,17 @@ def release(folder: Path) -> None:
 
 
 class Ledger:
-    """The counts of one run of upstream's in the ledger folder its options name: what an
-    earlier run in the same folder wrote is cleared first; ``close()`` adds it up and removes
-    the folder (the run's map is over: a run killed later leaves no ledger behind)."""
+    """The counts of one call of upstream's run function in the ledger folder its options name:
+    what an earlier call in the same folder wrote is cleared first, and ``close()`` adds it up
+    and clears it. The folder is the run's (``fixed_run`` makes and removes it), so a second
+    call under the same run counts as the first did."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
-        for path in Path(directory).glob("*.jsonl"):
+        self._clear()
+
+    def _clear(self) -> None:
+        for path in Path(self.directory).glob("*.jsonl"):
             path.unlink()
 
     def tally(self) -> Tally:
@@ -320,5 +324,5 @@ class Ledger:
 
     def close(self) -> Tally:
         tally = self.tally()
-        release(Path(self.directory))
+        self._clear()
         return tally

@@ -15,7 +15,6 @@ from speculators_qwen_compat.core.upstream import (
     batch_length,
     bind,
     call,
-    is_pretokenized,
 )
 from speculators_qwen_compat.data.account import ledger, rows
 from speculators_qwen_compat.data.normalize import batch as reading
@@ -53,16 +52,7 @@ def build_local(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
 def batch_read(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """_preprocess_batch, conversations: each row read, normalised, counted; handed on as a
     ReadConversation (this generation takes tool-call arguments as written)."""
-    bound = bind(wrapped, args, kwargs)
-    examples = bound.arguments["examples"]
-    if is_pretokenized(examples):
-        return wrapped(*args, **kwargs)
-    with ledger.batch(batch_length(examples)):
-        read = reading.read_batch(examples, GENERATION, RELEASE_ROLES, None)
-        bound.arguments["examples"] = read
-        out = call(wrapped, bound)
-        reading.refuse_unread_weights(read["conversations"])
-        return out
+    return shared.read_batch(wrapped, args, kwargs, GENERATION, RELEASE_ROLES, None)
 
 
 def batch_guard(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

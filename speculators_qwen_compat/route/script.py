@@ -11,9 +11,7 @@ from typing import Any
 from speculators_qwen_compat.core.upstream import (
     PREPROCESSING,
     arguments,
-    batch_length,
     bind,
-    call,
     is_pretokenized,
 )
 from speculators_qwen_compat.data.account import ledger, rows
@@ -62,18 +60,10 @@ def probe(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> bool:
 def batch_read(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """_preprocess_batch, conversations: each row read, normalised, counted; handed on as a
     ReadConversation (tool-call arguments as mappings: the template is applied here)."""
-    bound = bind(wrapped, args, kwargs)
-    examples = bound.arguments["examples"]
-    if is_pretokenized(examples):
-        return wrapped(*args, **kwargs)
-    with ledger.batch(batch_length(examples)):
-        processor = bound.arguments.get("processor") or bound.arguments.get("tokenizer")
-        multimodal = processor_media.is_multimodal(processor)
-        read = reading.read_batch(examples, GENERATION, RELEASE_ROLES, multimodal)
-        bound.arguments["examples"] = read
-        out = call(wrapped, bound)
-        reading.refuse_unread_weights(read["conversations"])
-        return out
+    arguments = bind(wrapped, args, kwargs).arguments
+    processor = arguments.get("processor") or arguments.get("tokenizer")
+    multimodal = processor_media.is_multimodal(processor)
+    return shared.read_batch(wrapped, args, kwargs, GENERATION, RELEASE_ROLES, multimodal)
 
 
 def batch_guard(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from speculators_qwen_compat.core.upstream import bind, call, parameters
-from speculators_qwen_compat.data.account import rows, token_frequency
+from speculators_qwen_compat.core.upstream import (
+    batch_length,
+    bind,
+    call,
+    is_pretokenized,
+    parameters,
+)
+from speculators_qwen_compat.data.account import ledger, rows, token_frequency
 from speculators_qwen_compat.data.account import run as runs
+from speculators_qwen_compat.data.normalize import batch as reading
 from speculators_qwen_compat.data.read import files, raw_dataset
 from speculators_qwen_compat.data.render.arrow_batch import with_json_messages
 
@@ -35,6 +42,24 @@ def build_to_disk(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any
 def dataset_map(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """Dataset.map, bounded_output."""
     return wrapped(*args, **files.map_kwargs(instance, kwargs))
+
+
+def read_batch(
+    wrapped: Any, args: tuple, kwargs: dict, generation: str, roles: str, multimodal: bool | None
+) -> Any:
+    """_preprocess_batch, conversations, as each generation's ``batch_read`` calls it: each row
+    read, normalised and counted in one batch, handed on as a ReadConversation; a weight left
+    unread by upstream is refused after its call. Pretokenized batches pass untouched."""
+    bound = bind(wrapped, args, kwargs)
+    examples = bound.arguments["examples"]
+    if is_pretokenized(examples):
+        return wrapped(*args, **kwargs)
+    with ledger.batch(batch_length(examples)):
+        read = reading.read_batch(examples, generation, roles, multimodal)
+        bound.arguments["examples"] = read
+        out = call(wrapped, bound)
+        reading.refuse_unread_weights(read["conversations"])
+        return out
 
 
 def batch_messages(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:

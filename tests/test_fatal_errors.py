@@ -93,6 +93,10 @@ def cases(qwen36_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     empty.write_text("")
     case("empty", *_args(qwen36_dir, empty, work / "o2"))
     case("render_local", *_args(qwen36_dir, data, work / "o3", "--render-endpoint", "local"))
+    # the form our entry point hands the map workers, typed by hand: would trust the model's code
+    trusted = f"local-trusted:{qwen36_dir}"
+    paths["o4"] = work / "o4"
+    case("render_local_path", *_args(qwen36_dir, data, paths["o4"], "--render-endpoint", trusted))
     # an inline image written to <output>-media, then no row left (nothing to supervise)
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _PNG}}
     only_prompts = [{"messages": [{"role": "user", "content": [image, {"type": "text",
@@ -208,12 +212,19 @@ def test_a_file_of_garbage_and_an_empty_file(cases: dict) -> None:
 
 
 def test_render_endpoint_only_where_upstream_renders(cases: dict) -> None:
-    result = cases["results"]["render_local"]
+    """``local`` renders with --model; ``local:PATH``/``local-trusted:PATH``, how the map workers
+    get it, is refused when a user names it (another model's tokenizer, or its code trusted
+    without --trust-remote-code)."""
+    result, by_hand = cases["results"]["render_local"], cases["results"]["render_local_path"]
     if RENDERS:
         assert result.returncode == 0, result.stderr[-3000:]
+        message = _fatal(by_hand)
+        assert message.startswith("--render-endpoint local-trusted:"), message
+        assert not (cases["paths"]["o4"]).exists()
         return
-    assert result.returncode == 2  # <= 0.7 tokenize locally and have no such flag
-    assert "unrecognized arguments: --render-endpoint" in result.stderr
+    for done in (result, by_hand):  # <= 0.7 tokenize locally and have no such flag
+        assert done.returncode == 2
+        assert "unrecognized arguments: --render-endpoint" in done.stderr
 
 
 def test_overwrite_refuses_to_delete_other_files(qwen36_dir: Path, tmp_path: Path) -> None:

@@ -44,8 +44,8 @@ RELEASE_ROLES = "assistant"
 def build_local(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """build_speculator_training_dataset, local_render: the map workers get ``local:<path>``."""
     bound = bind(wrapped, args, kwargs)
-    if bound.arguments["render_endpoint"] == endpoint.LOCAL:
-        bound.arguments["render_endpoint"] = endpoint.local_endpoint(bound.arguments["processor"])
+    given, processor = bound.arguments["render_endpoint"], bound.arguments["processor"]
+    bound.arguments["render_endpoint"] = endpoint.for_workers(given, processor)
     return call(wrapped, bound)
 
 

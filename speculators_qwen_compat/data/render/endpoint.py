@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from speculators_qwen_compat.core.errors import CompatError
 from speculators_qwen_compat.data.render import media, render_faults
 from speculators_qwen_compat.data.render import render as local_renderer
 
@@ -20,6 +21,21 @@ def is_local(endpoint: Any) -> bool:
     return isinstance(endpoint, str) and (
         endpoint == LOCAL or endpoint.startswith((f"{LOCAL}:", f"{TRUSTED}:"))
     )
+
+
+def for_workers(given: Any, processor: Any) -> Any:
+    """``--render-endpoint`` as the map workers get it: ``local`` becomes ``local:<path>``
+    (``local_endpoint``), a server stays as given. A ``local:``/``local-trusted:`` value given by
+    the user is refused: it would render with another model's tokenizer than the run's, or run
+    that model's own code without --trust-remote-code."""
+    if given == LOCAL:
+        return local_endpoint(processor)
+    if is_local(given):
+        raise CompatError(
+            f"--render-endpoint {given}: name `local` alone (the run's --model renders) or a "
+            "vLLM server's URL"
+        )
+    return given
 
 
 def local_endpoint(processor: Any) -> str:

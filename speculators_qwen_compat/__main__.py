@@ -75,12 +75,22 @@ def _print_route(report: dict[str, Any]) -> None:
     if not report["speculators"]:
         print("speculators not installed in this venv: no route to show (pip install speculators)")
         return
+    import importlib
+
+    from speculators_qwen_compat.core.upstream import PREPROCESSING
     from speculators_qwen_compat.route.declaration import lines
 
     tested = "tested" if report["tested"] else "untested"
     print(f"speculators {report['speculators']} ({tested})")
+    # the release's own module names its generation, whether or not the fixes imported it
+    # (switched off, or an activation that failed)
+    try:
+        preprocessing = importlib.import_module(PREPROCESSING)
+    except Exception as exc:  # upstream's import may raise anything
+        print(f"speculators' {PREPROCESSING} does not import here ({exc}): no route to show")
+        return
     acting = {patch["name"] for patch in report["patches"] if patch["state"] == "applied"}
-    for line in lines(acting):
+    for line in lines(acting, preprocessing):
         print(line)
 
 

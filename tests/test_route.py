@@ -106,3 +106,18 @@ def test_the_catalogue_names_each_fix_as_its_class_declares_it() -> None:
         module_name, _, class_name = entry.where.partition(":")
         fix_class = getattr(importlib.import_module(module_name), class_name)
         assert (fix_class.name, fix_class.modules) == (entry.name, entry.modules)
+
+
+def test_status_route_names_the_generation_of_the_module_it_is_given() -> None:
+    """``status --route`` imports upstream's preprocessing itself and hands it over: the route
+    is the release's even when nothing imported that module first (fixes switched off, or an
+    activation that failed), not the script generation by default."""
+    from speculators_qwen_compat.route.declaration import lines
+
+    renders = SimpleNamespace(**{render.MARK: object()})
+    assert lines(set(), renders)[0].startswith(
+        f"the route of a prepare_data row ({render.GENERATION} "
+    )
+    assert lines(set(), SimpleNamespace())[0].startswith(
+        f"the route of a prepare_data row ({script.GENERATION} "
+    )

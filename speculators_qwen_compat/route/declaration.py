@@ -159,10 +159,11 @@ def watched() -> dict[str, Any]:
     return {call.path: present(call) for _, call in shown(generation().ROUTE)}
 
 
-def lines(acting: set[str]) -> list[str]:
-    """``status --route``: the installed generation's route, each call indented under its
-    caller, with the stages of the fixes in ``acting`` (and the entry point's) under it."""
-    route = generation()
+def lines(acting: set[str], preprocessing: ModuleType | None = None) -> list[str]:
+    """``status --route``: the installed generation's route (of ``preprocessing``, upstream's
+    module), each call indented under its caller, with the stages of the fixes in ``acting``
+    (and the entry point's) under it."""
+    route = generation(preprocessing)
     out = [f"the route of a prepare_data row ({route.GENERATION} generation, {route.RELEASES}):"]
     for depth, call in shown(route.ROUTE):
         indent = "  " * (depth + 1)

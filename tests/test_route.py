@@ -121,3 +121,26 @@ def test_status_route_names_the_generation_of_the_module_it_is_given() -> None:
     assert lines(set(), SimpleNamespace())[0].startswith(
         f"the route of a prepare_data row ({script.GENERATION} "
     )
+
+
+def test_a_fix_off_the_releases_route_is_not_needed_rather_than_applied_to_nothing() -> None:
+    """A release with the render generation's mark that still has a script-only fix's
+    functions (an untested hybrid): that fix's apply says so, and the registry records it as
+    not-needed (core/registry.py), instead of "applied" with no wrapper in place."""
+    import pytest
+
+    from speculators_qwen_compat.core.fix import NothingToPatch
+    from speculators_qwen_compat.core.upstream import PREPROCESSING
+
+    def wrapping(route: Any) -> set[str]:
+        return {s.fix for _, c in route.ROUTE.walk() for s in c.stages if s.wrapper}
+
+    script_only = sorted(wrapping(script) - wrapping(render))
+    assert script_only  # mask_probe, offsets_loss_mask, forked_tokenizer today
+    fixes = {entry.name: entry.load() for entry in ALL_FIXES}
+    hybrid = SimpleNamespace(
+        module_name=PREPROCESSING, module=SimpleNamespace(**{render.MARK: object()})
+    )
+    for name in script_only:
+        with pytest.raises(NothingToPatch, match=f"{render.GENERATION} generation"):
+            fixes[name].apply(hybrid, Patcher())

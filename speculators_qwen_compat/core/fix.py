@@ -150,6 +150,12 @@ def _link(inner: Any, stage: Callable[..., Any], instance: Any) -> Callable[...,
     return functools.update_wrapper(link, inner)
 
 
+class NothingToPatch(Exception):
+    """Raised by ``Fix.apply`` when the release resolved the fix's targets yet gives it nothing
+    to patch (a data fix none of whose functions is on the route the release takes): the fix is
+    not-needed there, not applied to nothing."""
+
+
 class Fix:
     """One fix, declared: the modules whose import applies it (the first decides its state), the
     shapes of upstream it knows, what it is where none fits, and the tested releases it applies

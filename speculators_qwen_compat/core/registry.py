@@ -15,7 +15,14 @@ from types import ModuleType
 
 from speculators_qwen_compat.core import startup as _startup
 from speculators_qwen_compat.core.errors import CompatError
-from speculators_qwen_compat.core.fix import FixEntry, FixState, FixStatus, Patcher, Verdict
+from speculators_qwen_compat.core.fix import (
+    FixEntry,
+    FixState,
+    FixStatus,
+    NothingToPatch,
+    Patcher,
+    Verdict,
+)
 from speculators_qwen_compat.core.startup import (
     ENV_SWITCH,
     switch_value,
@@ -66,6 +73,9 @@ class _Registry:
                 mark = self.patcher.mark()
                 try:
                     fix.apply(found, self.patcher)
+                except NothingToPatch as exc:
+                    self.patcher.restore(mark)
+                    verdict = Verdict(FixState.NOT_NEEDED, str(exc))
                 except Exception as exc:
                     self.patcher.restore(mark)  # a half-applied fix is no fix
                     verdict = Verdict(

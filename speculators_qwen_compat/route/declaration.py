@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
 
-from speculators_qwen_compat.core.fix import Fix, Patcher
+from speculators_qwen_compat.core.fix import Fix, NothingToPatch, Patcher
 from speculators_qwen_compat.core.targets import Resolved, Target
 from speculators_qwen_compat.core.upstream import PREPROCESSING
 
@@ -185,4 +185,15 @@ class RouteFix(Fix):
     stand in the installed generation's route, which places them (``install``)."""
 
     def apply(self, found: Resolved, patcher: Patcher) -> None:
+        route = generation(_preprocessing(found))
+        if not any(stage.fix == self.name and stage.wrapper for stage in _stages(route.ROUTE)):
+            raise NothingToPatch(
+                f"none of its functions is on this release's route ({route.GENERATION} "
+                f"generation, {route.RELEASES})"
+            )
         install(self.name, found, patcher)
+
+
+def _stages(route: Call) -> Iterator[Stage]:
+    for _, call in route.walk():
+        yield from call.stages

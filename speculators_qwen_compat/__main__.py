@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -70,11 +71,11 @@ def _print_status(report: dict[str, Any]) -> None:
         print(f"  {patch['name']:<16} {patch['state']:<15} {where:<37} {patch['reason']}")
 
 
-def _print_route(report: dict[str, Any]) -> None:
+def _print_route(report: dict[str, Any]) -> int:
     """The installed generation's route (route/declaration.py), with the fixes applied here."""
     if not report["speculators"]:
         print("speculators not installed in this venv: no route to show (pip install speculators)")
-        return
+        return 0
     import importlib
 
     from speculators_qwen_compat.core.upstream import PREPROCESSING
@@ -87,11 +88,16 @@ def _print_route(report: dict[str, Any]) -> None:
     try:
         preprocessing = importlib.import_module(PREPROCESSING)
     except Exception as exc:  # upstream's import may raise anything
-        print(f"speculators' {PREPROCESSING} does not import here ({exc}): no route to show")
-        return
+        print(
+            f"speculators_qwen_compat: error: speculators' {PREPROCESSING} does not import here "
+            f"({type(exc).__name__}: {exc}): no route to show; repair the venv's speculators",
+            file=sys.stderr,
+        )
+        return 1
     acting = {patch["name"] for patch in report["patches"] if patch["state"] == "applied"}
     for line in lines(acting, preprocessing):
         print(line)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         report = status_report()
         if args.route:
-            _print_route(report)
+            return _print_route(report)
         elif args.json:
             print(json.dumps(report, indent=2))
         else:

@@ -173,9 +173,12 @@ def _data(tmp_path: Path) -> Path:
     return path
 
 
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "speculators_qwen_compat", "acceptance", *args]
+
+
 def _acceptance(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "speculators_qwen_compat", "acceptance", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(_command(*args), capture_output=True, text=True, timeout=timeout)
 
 
 def _one_error_line(done: subprocess.CompletedProcess) -> str:
@@ -456,20 +459,26 @@ def test_real_vllm_faults_and_running_requests(drafter_served: Any, tmp_path: Pa
     long.write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 3000}]}))
     refused = _one_error_line(_acceptance("--endpoint", drafter_served.url, "--data", str(long)))
     assert "answered none of the requests (1 HTTP 400: " in refused, refused
-    command = [sys.executable, "-m", "speculators_qwen_compat", "acceptance",
-               "--endpoint", drafter_served.url, "--data", data, "--max-tokens", "4"]  # fmt: skip
+    args = ("--endpoint", drafter_served.url, "--data", data, "--max-tokens", "4")
     with _kept_busy(drafter_served.url, drafter_served.port):
         _wait_running(drafter_served.url)
-        run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        seen = []  # its stderr up to the warning, printed before the first request is sent
-        for line in run.stderr:
-            seen.append(line)
-            if "when the measurement started" in line:
-                break
-    # the long requests end with the block: vLLM's CPU engine can keep the run's own requests
+        run = subprocess.Popen(_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            seen = []  # its stderr up to the warning, printed before the first request is sent
+            while line := run.stderr.readline():
+                seen.append(line.decode())
+                if "when the measurement started" in seen[-1]:
+                    break
+        except BaseException:
+            run.kill()
+            raise
+    # the long requests ended with the block: vLLM's CPU engine can keep the run's own requests
     # waiting behind them for minutes (one took 536 s), and the warning is all they are for
-    out, rest = run.communicate(timeout=900)
-    stderr = "".join(seen) + rest
+    try:
+        out, rest = run.communicate(timeout=900)
+    finally:
+        run.kill()
+    stderr, out = "".join(seen) + rest.decode(), out.decode()
     assert run.returncode == 0 and "mean acceptance length" in out, stderr
     assert re.search(r"was running [12] requests when the measurement started", stderr), stderr
 

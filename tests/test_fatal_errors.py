@@ -220,7 +220,7 @@ def test_render_endpoint_only_where_upstream_renders(cases: dict) -> None:
         assert result.returncode == 0, result.stderr[-3000:]
         message = _fatal(by_hand)
         assert message.startswith("--render-endpoint local-trusted:"), message
-        assert not (cases["paths"]["o4"]).exists()
+        assert not cases["paths"]["o4"].exists()
         return
     for done in (result, by_hand):  # <= 0.7 tokenize locally and have no such flag
         assert done.returncode == 2

@@ -11,6 +11,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from conftest import run_program
 
 from speculators_qwen_compat.core.fix import Patcher, Route
@@ -127,8 +128,6 @@ def test_a_fix_off_the_releases_route_is_not_needed_rather_than_applied_to_nothi
     """A release with the render generation's mark that still has a script-only fix's
     functions (an untested hybrid): that fix's apply says so, and the registry records it as
     not-needed (core/registry.py), instead of "applied" with no wrapper in place."""
-    import pytest
-
     from speculators_qwen_compat.core.fix import NothingToPatch
     from speculators_qwen_compat.core.upstream import PREPROCESSING
 
@@ -144,3 +143,38 @@ def test_a_fix_off_the_releases_route_is_not_needed_rather_than_applied_to_nothi
     for name in script_only:
         with pytest.raises(NothingToPatch, match=f"{render.GENERATION} generation"):
             fixes[name].apply(hybrid, Patcher())
+
+
+def test_status_route_imports_upstream_itself(monkeypatch: Any, capsys: Any) -> None:
+    """``status --route`` names the generation of upstream's module as it imports it, though no
+    fix imported it first; an upstream that does not import is one error line and exit 1."""
+    import importlib
+    import sys
+
+    from speculators_qwen_compat import __main__ as command
+    from speculators_qwen_compat.core.upstream import PREPROCESSING
+
+    report = {"speculators": "9.9", "tested": False, "patches": []}
+    monkeypatch.delitem(sys.modules, PREPROCESSING, raising=False)
+    renders = SimpleNamespace(**{render.MARK: object()})
+    real = importlib.import_module
+    monkeypatch.setattr(
+        importlib,
+        "import_module",
+        lambda name, *a: renders if name == PREPROCESSING else real(name, *a),
+    )
+    assert command._print_route(report) == 0
+    assert f"({render.GENERATION} generation" in capsys.readouterr().out
+
+    def broken(name: str, *a: Any) -> Any:
+        if name == PREPROCESSING:
+            raise ImportError("a broken install")
+        return real(name, *a)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    assert command._print_route(report) == 1
+    said = capsys.readouterr()
+    assert not said.out.count("\n") > 1  # the release line only
+    assert (
+        said.err.startswith("speculators_qwen_compat: error: ") and "a broken install" in said.err
+    )

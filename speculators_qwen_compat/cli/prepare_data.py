@@ -37,7 +37,7 @@ from speculators_qwen_compat.core.upstream import CLI_PREPARE_DATA
 from speculators_qwen_compat.data.account.ledger import REPORT_NAME
 from speculators_qwen_compat.data.account.run import fixed_run
 from speculators_qwen_compat.data.normalize import inline_media
-from speculators_qwen_compat.data.render import media
+from speculators_qwen_compat.data.render import endpoint, media
 
 if TYPE_CHECKING:
     from speculators_qwen_compat.core.run import Run
@@ -192,6 +192,8 @@ def _run_typer_command(
             "(pass --render-endpoint URL to use a vLLM server)"
         )
         rest = [*rest, "--render-endpoint", "local"]
+    # refused before the data is read (the route refuses it too, for a user's script)
+    endpoint.refuse_workers_form(_option_value(rest, "--render-endpoint", ""))
     freq = _option_value(rest, "--token-freq-path", "")
     output = _output(rest)
     staged = stage(output, "--overwrite" in rest, Path(freq) if freq else None)

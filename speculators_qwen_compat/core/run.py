@@ -1,7 +1,7 @@
 """One prepare_data run as its stages see it (``Run``): the options fixed when it began, its ledger,
-its outcome, the dataset its builder maps to disk. Opened with its options fixed by
-data/account/run.py ``fixed_run``; in map workers it is the copy they were forked with. With the
-open batch (data/account/ledger.py) it is one of the package's two context variables."""
+its outcome, the dataset its builder maps to disk. Opened by data/account/run.py ``fixed_run``
+(``running``, where no run is open, by others); in map workers it is the copy they were forked
+with. With the open batch (data/account/ledger.py) it is one of the two context variables."""
 
 from __future__ import annotations
 

@@ -185,8 +185,11 @@ class RouteFix(Fix):
     stand in the installed generation's route, which places them (``install``)."""
 
     def apply(self, found: Resolved, patcher: Patcher) -> None:
-        route = generation(_preprocessing(found))
-        if not any(stage.fix == self.name and stage.wrapper for stage in _stages(route.ROUTE)):
+        # the release's generation is known once upstream's preprocessing module is imported
+        preprocessing = _preprocessing(found) or sys.modules.get(PREPROCESSING)
+        route = generation(preprocessing)
+        wraps = any(stage.fix == self.name and stage.wrapper for stage in _stages(route.ROUTE))
+        if preprocessing is not None and not wraps:
             raise NothingToPatch(
                 f"none of its functions is on this release's route ({route.GENERATION} "
                 f"generation, {route.RELEASES})"

@@ -1,7 +1,7 @@
-"""One prepare_data run as upstream's ``load_and_preprocess_dataset`` makes it: counted across map
-workers (ledger.py), refused before anything is written when its rows failed past the error limit,
-none survived, or ``--strict-data`` found a warning; its outcome set on the run (core/run.py;
-docs/upstream.md, "Run report")."""
+"""One prepare_data run: its options fixed once (``fixed_run``), upstream's
+``load_and_preprocess_dataset`` counted across map workers (ledger.py) and refused before anything
+is written when its rows failed past the error limit, none survived, or ``--strict-data`` found a
+warning; its outcome set on the run (core/run.py; docs/upstream.md, "Run report")."""
 
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def fixed_run(announce: bool = True, **options: Any) -> Iterator[Run]:
     (core/run_options.py), put back when the block ends; the run open for the block. The one
     place options are fixed: by the entry point, or for a run without one (a user's script,
     upstream's own command) at the start of upstream's run function (``counted``)."""
+    asked = replace(current_options(), **options)  # a wrong option name fails here, first
     folder = make_folder()
-    before = run_options.fix(replace(current_options(), ledger_dir=str(folder), **options))
+    before = run_options.fix(replace(asked, ledger_dir=str(folder)))
     try:
         with running(announce) as run:
             yield run

@@ -23,18 +23,23 @@ def is_local(endpoint: Any) -> bool:
     )
 
 
-def for_workers(given: Any, processor: Any) -> Any:
-    """``--render-endpoint`` as the map workers get it: ``local`` becomes ``local:<path>``
-    (``local_endpoint``), a server stays as given. A ``local:``/``local-trusted:`` value given by
-    the user is refused: it would render with another model's tokenizer than the run's, or run
-    that model's own code without --trust-remote-code."""
-    if given == LOCAL:
-        return local_endpoint(processor)
-    if is_local(given):
+def refuse_workers_form(given: Any) -> None:
+    """``local:PATH``/``local-trusted:PATH`` is how the map workers get ``local``: given by a user
+    it would render with another model's tokenizer than the run's, or run that model's own code
+    without --trust-remote-code."""
+    if given != LOCAL and is_local(given):
         raise CompatError(
-            f"--render-endpoint {given}: name `local` alone (the run's --model renders) or a "
+            f"--render-endpoint {given}: name local alone (the run's --model renders) or a "
             "vLLM server's URL"
         )
+
+
+def for_workers(given: Any, processor: Any) -> Any:
+    """``--render-endpoint`` as the map workers get it: ``local`` becomes ``local:<path>``
+    (``local_endpoint``), a server stays as given, the workers' own form is refused."""
+    if given == LOCAL:
+        return local_endpoint(processor)
+    refuse_workers_form(given)
     return given
 
 

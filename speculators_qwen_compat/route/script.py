@@ -60,7 +60,7 @@ def probe(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> bool:
 def batch_read(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
     """_preprocess_batch, conversations: each row read, normalised, counted; handed on as a
     ReadConversation (tool-call arguments as mappings: the template is applied here)."""
-    given = bind(wrapped, args, kwargs).arguments
+    given = arguments(wrapped, args, kwargs)  # the light binding: shared.read_batch binds again
     processor = given.get("processor") or given.get("tokenizer")
     multimodal = processor_media.is_multimodal(processor)
     return shared.read_batch(wrapped, args, kwargs, GENERATION, RELEASE_ROLES, multimodal)

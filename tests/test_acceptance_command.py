@@ -474,9 +474,10 @@ def _kept_busy(url: str, port: int) -> Iterator[None]:
     Each client sends the next request as soon as one ends, so a loaded machine cannot finish
     them all before the gauge is read; their lengths differ, so they never end together. They
     are short (each token one step: sampled at temperature 1, the drafter's token 0 is
-    rejected), so the server is idle again soon after the block. At the end the sockets are shut
-    (vLLM aborts what runs), and a client that connects after that sends nothing. (A one-token prompt
-    would kill vLLM 0.32's CPU engine: "causal_conv1d_fwd_cpu: expect x to be transposed".)"""
+    rejected), so the server is idle again soon after the block. At the end the sockets are
+    shut (vLLM aborts what runs), and a client that connects after that sends nothing. (A
+    one-token prompt would kill vLLM 0.32's CPU engine: "causal_conv1d_fwd_cpu: expect x to be
+    transposed".)"""
     stop = threading.Event()
     open_sockets: list[socket.socket] = []
     lock = threading.Lock()

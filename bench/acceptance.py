@@ -272,7 +272,7 @@ def run_in_vllm(command: list[str], log: Path, tag: str) -> str:
     # scratch folder is a short one of the system's, not one under a checkout of any depth
     with ONE_SERVER, tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
         env = vllm_server.vllm_env(Path(scratch), torchvision=True)
-        out = run(command, log, env)
+        out = run(command, log, env, result_tag=tag)
     line = next((x for x in out.splitlines() if x.startswith(f"{tag} ")), None)
     if line is None:
         fail(f"{command[1]} printed no {tag} line (log {log})")

@@ -19,6 +19,10 @@ export PYTHON
 # why): the vLLM servers, the tools venv and the builds run outside tools/release_python.sh.
 unexport PYTHONDONTWRITEBYTECODE
 VENVS ?= .venvs
+# An empty VENVS (`make VENVS= demo`) means the default, as in tools/release_python.sh.
+ifeq ($(strip $(VENVS)),)
+override VENVS := .venvs
+endif
 WHEEL_DIR := build/wheel
 # The two releases the quick loop uses (the seed's and the newest); the full list is
 # speculators_qwen_compat/core/releases.py, read by tools/matrix.py (never at parse time here).

@@ -204,3 +204,18 @@ def _tag_in(venv: Path) -> str:
     out = subprocess.run([str(venv / "bin" / "python"), "-c", "import tagpick; print(tagpick.TAG)"],
                          capture_output=True, text=True, check=True)  # fmt: skip
     return out.stdout.strip()
+
+
+def test_an_empty_venvs_means_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make VENVS= demo`` (an empty value) uses the checkout's .venvs in the Makefile, in
+    tools/environments.py and in tools/release_python.sh alike, never the current folder (it
+    once built a ``.store`` into the checkout and then looked for the release in ``.venvs``)."""
+    environments = _load("environments")
+    monkeypatch.delenv("VENVS", raising=False)
+    default = environments.folder()
+    monkeypatch.setenv("VENVS", "")
+    assert environments.folder() == default
+    dry = subprocess.run(["make", "-n", "-C", str(ROOT), "VENVS=", "lint"], capture_output=True,
+                         text=True, check=True, env={**os.environ, "VENVS": ""})  # fmt: skip
+    assert ".venvs/tools/bin/ruff check" in dry.stdout, dry.stdout
+    assert " /tools/bin/ruff" not in dry.stdout

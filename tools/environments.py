@@ -58,7 +58,7 @@ def table() -> dict:
 
 def folder() -> Path:
     """The environments' real folder ($VENVS, or the checkout's .venvs link, made when missing)."""
-    link, where = ROOT / ".venvs", Path(os.environ.get("VENVS", ROOT / ".venvs"))
+    link, where = ROOT / ".venvs", Path(os.environ.get("VENVS") or ROOT / ".venvs")
     shared = uv.CACHE / "envs"
     if link.is_symlink() and Path(os.readlink(link)) == shared.with_name("venvs"):
         link.unlink()  # made by the pip-based tools: that folder's layout is not this one

@@ -19,9 +19,12 @@ export PYTHON
 # why): the vLLM servers, the tools venv and the builds run outside tools/release_python.sh.
 unexport PYTHONDONTWRITEBYTECODE
 VENVS ?= .venvs
-# An empty VENVS (`make VENVS= demo`) means the default, as in tools/release_python.sh.
+# An empty VENVS (`make VENVS= demo`) means the default, as in tools/release_python.sh; not
+# handed down, so the commands below find the checkout's .venvs themselves (a relative one
+# would break a child that runs in another folder).
 ifeq ($(strip $(VENVS)),)
 override VENVS := .venvs
+unexport VENVS
 endif
 WHEEL_DIR := build/wheel
 # The two releases the quick loop uses (the seed's and the newest); the full list is

@@ -219,3 +219,9 @@ def test_an_empty_venvs_means_the_default(monkeypatch: pytest.MonkeyPatch) -> No
                          text=True, check=True, env={**os.environ, "VENVS": ""})  # fmt: skip
     assert ".venvs/tools/bin/ruff check" in dry.stdout, dry.stdout
     assert " /tools/bin/ruff" not in dry.stdout
+    # ... and not handed down as a relative folder: the commands find the default themselves
+    shown = subprocess.run(["make", "-s", "-C", str(ROOT), "VENVS=", "--eval",
+                            'shown-venvs: ; @echo "[$${VENVS-unset}]"', "shown-venvs"],
+                           capture_output=True, text=True, check=True,
+                           env={**os.environ, "VENVS": ""})  # fmt: skip
+    assert shown.stdout.strip() == "[unset]", shown.stdout

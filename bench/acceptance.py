@@ -63,7 +63,7 @@ import cpu_trainer  # noqa: E402
 import doc_block  # noqa: E402
 import verifier as bench_verifier  # noqa: E402
 import vllm_server  # noqa: E402
-from acceptance_run import ONE_SERVER, RELEASE_PYTHON, fail, release_env, run  # noqa: E402
+from acceptance_run import ONE_SERVER, RELEASE_PYTHON, fail, release_env, run, tagged  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS.md"
 #: The page that shows the acceptance tables (block ``acceptance``, tools/doc_block.py).
@@ -273,10 +273,10 @@ def run_in_vllm(command: list[str], log: Path, tag: str) -> str:
     with ONE_SERVER, tempfile.TemporaryDirectory(prefix="sqc-vllm-") as scratch:
         env = vllm_server.vllm_env(Path(scratch), torchvision=True)
         out = run(command, log, env, result_tag=tag)
-    line = next((x for x in out.splitlines() if x.startswith(f"{tag} ")), None)
-    if line is None:
+    result = tagged(out, tag)
+    if result is None:
         fail(f"{command[1]} printed no {tag} line (log {log})")
-    return line[len(tag) + 1 :]
+    return result
 
 
 def without_m_rope(checkpoint: Path) -> Path:

@@ -51,16 +51,22 @@ def run(
     return done.stdout
 
 
+def tagged(stdout: str, tag: str) -> str | None:
+    """The text after ``TAG `` on the first line of ``stdout`` that starts with it, or None."""
+    line = next((x for x in stdout.splitlines() if x.startswith(f"{tag} ")), None)
+    return None if line is None else line[len(tag) + 1 :]
+
+
 def _printed_result(stdout: str, tag: str) -> bool:
     """Whether ``stdout`` holds a whole ``TAG {json}`` line."""
-    for line in stdout.splitlines():
-        if line.startswith(f"{tag} "):
-            try:
-                json.loads(line[len(tag) + 1 :])
-            except ValueError:
-                return False
-            return True
-    return False
+    text = tagged(stdout, tag)
+    if text is None:
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def release_env(fixes: bool, **extra: str) -> dict[str, str]:
